@@ -1,0 +1,44 @@
+# Everything a fresh machine needs: `make run` (operator with a live demo) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CLUSTER := $(PYTHON) hack/cluster/localcluster.py
+
+.PHONY: venv tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed  ## the project and its dev tools in .venv
+
+tools:  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (cached by version)
+	$(CLUSTER) tools
+
+cluster-up: tools  ## start the local control plane (reuses a running one)
+	$(CLUSTER) up
+
+cluster-down:  ## stop exactly what cluster-up started and remove its state
+	$(CLUSTER) down
+
+cluster-status:
+	$(CLUSTER) status
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+integration: venv tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
+	$(BIN)/pytest tests/integration
+
+test: lint typecheck unit integration  ## what CI runs
+
+clean:
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

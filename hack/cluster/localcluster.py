@@ -1,0 +1,653 @@
+#!/usr/bin/env python3
+"""A real Kubernetes control plane on loopback, built from pinned Go modules.
+
+etcd, kube-apiserver (RBAC on, service-account tokens signed and verified), kube-controller-manager
+(every default controller: cronjob, job, garbage collector, service accounts...), kube-scheduler and
+kwok with one fake node. No container image is pulled: kwok plays the kubelet and moves pods through
+the stages in ``stages.yaml`` (run, succeed, fail on request, hang on request).
+
+Invariants this file keeps:
+
+* Binaries come from the Go modules under ``hack/cluster/<tool>/`` and are cached in
+  ``$APPSCHEDULE_CACHE/tools/<tool>-<version>-<hash of go.mod, go.sum and build flags>/``; a directory
+  there is complete or absent (built into a temporary directory, then renamed), so ``tools`` does
+  nothing when it is already there.
+* Everything a running cluster owns lives in one state directory (``$APPSCHEDULE_CLUSTER_DIR``):
+  certificates, configs, etcd data, one log per component and ``pids/<component>``, which holds the
+  process id and its start time. ``down`` signals exactly those processes (never a process that merely
+  reused the id) and removes the directory.
+* ``up`` while a healthy cluster runs from the same state directory reuses it; when a port is taken by
+  anything else it fails and says which, so two clusters never share ports.
+
+Usage: localcluster.py tools | up | down | status | stop COMPONENT | start COMPONENT | env
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+CACHE = Path(os.environ.get("APPSCHEDULE_CACHE", Path.home() / ".cache" / "appschedule-operator"))
+STATE = Path(os.environ.get("APPSCHEDULE_CLUSTER_DIR", CACHE / "cluster"))
+TOOLS_BIN = REPO / ".tools" / "bin"
+
+HOST = "127.0.0.1"
+PORTS = {
+    "etcd": 32379,
+    "etcd-peer": 32380,
+    "kube-apiserver": 36443,
+    "kube-controller-manager": 36257,
+    "kube-scheduler": 36259,
+    "kwok": 36280,
+}
+SERVICE_CIDR = "10.0.0.0/24"
+NODE_NAME = "kwok-node-0"
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Building the binaries
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One pinned Go module under hack/cluster/<module>/ and the commands built from it."""
+
+    module: str  # directory under hack/cluster and the Go module that is pinned there
+    pinned: str  # the Go module whose version names the cache entry
+    binaries: tuple[tuple[str, str], ...]  # (output name, Go package)
+
+    @property
+    def dir(self) -> Path:
+        return HERE / self.module
+
+    def version(self) -> str:
+        text = (self.dir / "go.mod").read_text()
+        match = re.search(rf"^require {re.escape(self.pinned)} (\S+)", text, re.M)
+        if not match:
+            raise SystemExit(f"{self.dir}/go.mod does not require {self.pinned}")
+        return match.group(1)
+
+    def ldflags(self) -> str:
+        version = self.version()
+        flags = ["-s", "-w"]
+        if self.module == "kubernetes":
+            major, minor = version.lstrip("v").split(".")[:2]
+            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+                flags += [
+                    f"-X {pkg}.gitVersion={version}",
+                    f"-X {pkg}.gitMajor={major}",
+                    f"-X {pkg}.gitMinor={minor}",
+                    f"-X {pkg}.gitTreeState=clean",
+                    f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+                ]
+        elif self.module == "helm":
+            flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
+        elif self.module == "kwok":
+            flags.append(f"-X sigs.k8s.io/kwok/pkg/consts.Version={version}")
+        return " ".join(flags)
+
+    def cache_dir(self) -> Path:
+        digest = hashlib.sha256()
+        for name in ("go.mod", "go.sum"):
+            digest.update((self.dir / name).read_bytes())
+        digest.update(self.ldflags().encode())
+        digest.update(repr(self.binaries).encode())
+        return CACHE / "tools" / f"{self.module}-{self.version()}-{digest.hexdigest()[:10]}"
+
+    def build(self) -> Path:
+        target = self.cache_dir()
+        if target.is_dir():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self.module}-", dir=target.parent))
+        started = time.monotonic()
+        print(f"building {self.module} {self.version()} into {target} ...", flush=True)
+        env = dict(os.environ, CGO_ENABLED="0")
+        try:
+            for name, package in self.binaries:
+                subprocess.run(
+                    ["go", "build", "-trimpath", "-ldflags", self.ldflags(), "-o", str(tmp / name), package],
+                    cwd=self.dir,
+                    env=env,
+                    check=True,
+                )
+            tmp.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(f"built {self.module} in {time.monotonic() - started:.0f}s", flush=True)
+        return target
+
+
+TOOLS = [
+    Tool(
+        "kubernetes",
+        "k8s.io/kubernetes",
+        tuple(
+            (name, f"k8s.io/kubernetes/cmd/{name}")
+            for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+        ),
+    ),
+    Tool("etcd", "go.etcd.io/etcd/server/v3", (("etcd", "go.etcd.io/etcd/server/v3"),)),
+    Tool("kwok", "sigs.k8s.io/kwok", (("kwok", "sigs.k8s.io/kwok/cmd/kwok"),)),
+    Tool("helm", "helm.sh/helm/v3", (("helm", "helm.sh/helm/v3/cmd/helm"),)),
+]
+
+
+def build_tools() -> Path:
+    """Build (or find) every tool and link them all into .tools/bin (git-ignored)."""
+    TOOLS_BIN.mkdir(parents=True, exist_ok=True)
+    for tool in TOOLS:
+        directory = tool.build()
+        for name, _ in tool.binaries:
+            link = TOOLS_BIN / name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(directory / name)
+    return TOOLS_BIN
+
+
+def binary(name: str) -> str:
+    for tool in TOOLS:
+        for out, _ in tool.binaries:
+            if out == name:
+                path = tool.cache_dir() / name
+                if not path.exists():
+                    raise SystemExit(f"{name} is not built: run `make tools`")
+                return str(path)
+    raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Certificates and configuration
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _cert(pki: Path, name: str, subject: str, *, server: bool = False) -> None:
+    """An EC key and a certificate signed by the local CA."""
+    ext = pki / f"{name}.ext"
+    if server:
+        sans = [
+            "IP:127.0.0.1",
+            "IP:10.0.0.1",
+            "DNS:localhost",
+            "DNS:kubernetes",
+            "DNS:kubernetes.default",
+            "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local",
+        ]
+        ext.write_text(f"subjectAltName={','.join(sans)}\nextendedKeyUsage=serverAuth,clientAuth\n")
+    else:
+        ext.write_text("extendedKeyUsage=clientAuth\n")
+    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{name}.key", cwd=pki)
+    _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr", cwd=pki)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-extfile",
+        ext.name,
+        "-out",
+        f"{name}.crt",
+        cwd=pki,
+    )
+    (pki / f"{name}.csr").unlink()
+    ext.unlink()
+
+
+def _kubeconfig(path: Path, pki: Path, user: str) -> None:
+    def b64(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "appschedule-local",
+                "cluster": {
+                    "server": f"https://{HOST}:{PORTS['kube-apiserver']}",
+                    "certificate-authority-data": b64("ca.crt"),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate-data": b64(f"{user}.crt"), "client-key-data": b64(f"{user}.key")},
+            }
+        ],
+        "contexts": [{"name": "appschedule-local", "context": {"cluster": "appschedule-local", "user": user}}],
+        "current-context": "appschedule-local",
+    }
+    path.write_text(json.dumps(config, indent=2))
+    path.chmod(0o600)
+
+
+def _prepare(state: Path) -> None:
+    pki = state / "pki"
+    pki.mkdir(parents=True)
+    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key", cwd=pki)
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "ca.key",
+        "-subj",
+        "/CN=appschedule-local-ca",
+        "-days",
+        "3650",
+        "-out",
+        "ca.crt",
+        cwd=pki,
+    )
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+    _cert(pki, "kube-apiserver", "/CN=kube-apiserver", server=True)
+    _cert(pki, "admin", "/O=system:masters/CN=kubernetes-admin")
+    _cert(pki, "kube-controller-manager", "/CN=system:kube-controller-manager")
+    _cert(pki, "kube-scheduler", "/CN=system:kube-scheduler")
+    _cert(pki, "kwok", "/O=system:masters/CN=kwok-controller")
+    for user in ("admin", "kube-controller-manager", "kube-scheduler", "kwok"):
+        _kubeconfig(state / f"{user}.kubeconfig", pki, user)
+    shutil.copy(state / "admin.kubeconfig", state / "kubeconfig")
+    (state / "kube-scheduler.yaml").write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        f"clientConnection: {{kubeconfig: {state / 'kube-scheduler.kubeconfig'}}}\n"
+        "leaderElection: {leaderElect: false}\n"
+    )
+    (state / "logs").mkdir()
+    (state / "pids").mkdir()
+
+
+def _command(component: str, state: Path) -> list[str]:
+    pki = state / "pki"
+    if component == "etcd":
+        client = f"http://{HOST}:{PORTS['etcd']}"
+        peer = f"http://{HOST}:{PORTS['etcd-peer']}"
+        return [
+            binary("etcd"),
+            "--name=local",
+            f"--data-dir={state / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=local={peer}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+            "--listen-metrics-urls=",
+        ]
+    if component == "kube-apiserver":
+        return [
+            binary("kube-apiserver"),
+            f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
+            f"--bind-address={HOST}",
+            f"--advertise-address={HOST}",
+            f"--secure-port={PORTS['kube-apiserver']}",
+            f"--cert-dir={pki}",
+            f"--tls-cert-file={pki / 'kube-apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'kube-apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+            "--requestheader-allowed-names=front-proxy",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--profiling=false",
+            "--v=1",
+        ]
+    if component == "kube-controller-manager":
+        kubeconfig = state / "kube-controller-manager.kubeconfig"
+        return [
+            binary("kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--controllers=*",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--leader-elect=false",
+            f"--bind-address={HOST}",
+            f"--secure-port={PORTS['kube-controller-manager']}",
+            "--profiling=false",
+            "--v=1",
+        ]
+    if component == "kube-scheduler":
+        kubeconfig = state / "kube-scheduler.kubeconfig"
+        return [
+            binary("kube-scheduler"),
+            f"--config={state / 'kube-scheduler.yaml'}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            f"--bind-address={HOST}",
+            f"--secure-port={PORTS['kube-scheduler']}",
+            "--v=1",
+        ]
+    if component == "kwok":
+        return [
+            binary("kwok"),
+            f"--kubeconfig={state / 'kwok.kubeconfig'}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address={HOST}:{PORTS['kwok']}",
+            f"--config={HERE / 'stages.yaml'}",
+        ]
+    raise KeyError(component)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Processes
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of a process (field 22 of /proc/PID/stat), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # a zombie is gone for our purposes
+        return None
+    return fields[19]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+class Cluster:
+    """The cluster whose state lives in ``state``. All methods are safe to call repeatedly."""
+
+    def __init__(self, state: Path = STATE) -> None:
+        self.state = state
+        self.kubeconfig = state / "kubeconfig"
+
+    # -- process bookkeeping
+
+    def _pidfile(self, component: str) -> Path:
+        return self.state / "pids" / component
+
+    def pid(self, component: str) -> int | None:
+        """The id of the component's process when the process we started is still the one running."""
+        try:
+            pid_text, started = self._pidfile(component).read_text().split()
+        except (OSError, ValueError):
+            return None
+        pid = int(pid_text)
+        return pid if _start_time(pid) == started else None
+
+    def log(self, component: str) -> Path:
+        return self.state / "logs" / f"{component}.log"
+
+    def running(self) -> list[str]:
+        return [c for c in COMPONENTS if self.pid(c) is not None]
+
+    def start(self, component: str) -> None:
+        if self.pid(component) is not None:
+            return
+        with open(self.log(component), "ab") as log:
+            log.write(f"\n==== start {time.strftime('%Y-%m-%dT%H:%M:%S')} ====\n".encode())
+            log.flush()
+            process = subprocess.Popen(
+                _command(component, self.state),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.state,
+            )
+        started = None
+        for _ in range(100):
+            started = _start_time(process.pid)
+            if started:
+                break
+            time.sleep(0.01)
+        self._pidfile(component).write_text(f"{process.pid} {started}\n")
+        self._wait_component(component, process)
+
+    def stop(self, component: str, *, sig: signal.Signals = signal.SIGTERM, timeout: float = 20) -> None:
+        """Stop the component's process (exactly the one we started) and wait until it is gone."""
+        pid = self.pid(component)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+            deadline = time.monotonic() + timeout
+            while self.pid(component) is not None:
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    deadline = time.monotonic() + timeout
+                self._reap(pid)
+                time.sleep(0.05)
+        self._pidfile(component).unlink(missing_ok=True)
+
+    @staticmethod
+    def _reap(pid: int) -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+    # -- readiness
+
+    def _ssl(self) -> ssl.SSLContext:
+        pki = self.state / "pki"
+        context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        return context
+
+    def _get(self, path: str, *, port: int | None = None) -> tuple[int, str]:
+        url = f"https://{HOST}:{port or PORTS['kube-apiserver']}{path}"
+        context = self._ssl()
+        if port is not None:  # component health endpoints serve self-signed certificates
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(url, context=context, timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except (OSError, ssl.SSLError) as error:
+            return 0, str(error)
+
+    def _wait(
+        self,
+        what: str,
+        check: Callable[[], bool],
+        process: subprocess.Popen[bytes] | None,
+        component: str,
+        timeout: float = 90,
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if process is not None and process.poll() is not None:
+                raise SystemExit(
+                    f"{component} exited with {process.returncode} before {what}:\n" + self.tail(component)
+                )
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}:\n" + self.tail(component))
+            time.sleep(0.2)
+
+    def _wait_component(self, component: str, process: subprocess.Popen[bytes]) -> None:
+        if component == "etcd":
+            self._wait("etcd to listen", lambda: _port_open(PORTS["etcd"]), process, component)
+        elif component == "kube-apiserver":
+            self._wait("the API server to be ready", lambda: self._get("/readyz")[0] == 200, process, component)
+        elif component in ("kube-controller-manager", "kube-scheduler"):
+            port = PORTS[component]
+            self._wait(
+                f"{component} to be healthy", lambda: self._get("/healthz", port=port)[0] == 200, process, component
+            )
+        elif component == "kwok":
+            self._wait("kwok to serve", lambda: _port_open(PORTS["kwok"]), process, component)
+
+    def tail(self, component: str, lines: int = 30) -> str:
+        try:
+            text = self.log(component).read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return f"(no log for {component})"
+        return "\n".join(f"  {component}| {line}" for line in text)
+
+    def healthy(self) -> bool:
+        return self.running() == COMPONENTS and self._get("/readyz")[0] == 200
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            [binary("kubectl"), f"--kubeconfig={self.kubeconfig}", *args], input=input, capture_output=True, text=True
+        )
+        if check and result.returncode != 0:
+            raise SystemExit(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    # -- whole cluster
+
+    def up(self) -> bool:
+        """Start the cluster, or reuse the one running from this state directory. True when started."""
+        if self.running():
+            if self.healthy():
+                print(f"reusing the running cluster in {self.state}")
+                return False
+            raise SystemExit(
+                f"a cluster in {self.state} is partly running ({', '.join(self.running())}); "
+                "run `make cluster-down` first"
+            )
+        busy = [f"{name} ({port})" for name, port in PORTS.items() if _port_open(port)]
+        if busy:
+            raise SystemExit(
+                f"ports in use by a process this cluster did not start: {', '.join(busy)}; "
+                "is another local cluster running from a different APPSCHEDULE_CLUSTER_DIR?"
+            )
+        build_tools()
+        started = time.monotonic()
+        if self.state.exists():
+            shutil.rmtree(self.state)
+        _prepare(self.state)
+        try:
+            for component in COMPONENTS:
+                self.start(component)
+            self._add_node()
+        except BaseException:
+            self.down(quiet=True)
+            raise
+        print(f"cluster up in {time.monotonic() - started:.1f}s")
+        return True
+
+    def _add_node(self) -> None:
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": NODE_NAME,
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {
+                    "kubernetes.io/hostname": NODE_NAME,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                },
+            },
+        }
+        self.kubectl("apply", "-f", "-", input=json.dumps(node))
+
+        def node_ready() -> bool:
+            out = self.kubectl(
+                "get", "node", NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False
+            )
+            return out.strip() == "True"
+
+        def default_service_account() -> bool:
+            return bool(
+                self.kubectl("get", "serviceaccount", "default", "-n", "default", "-o", "name", check=False).strip()
+            )
+
+        self._wait("the fake node to be Ready", node_ready, None, "kwok")
+        self._wait("the default ServiceAccount", default_service_account, None, "kube-controller-manager")
+
+    def down(self, *, quiet: bool = False) -> None:
+        """Stop exactly the processes this state directory started, newest first, and remove the state."""
+        for component in reversed(COMPONENTS):
+            self.stop(component)
+        if self.state.exists():
+            shutil.rmtree(self.state)
+        if not quiet:
+            print(f"cluster stopped; removed {self.state}")
+
+
+def usage(cluster: Cluster) -> str:
+    return (
+        f"kubeconfig: {cluster.kubeconfig}\n"
+        f"  export KUBECONFIG={cluster.kubeconfig} PATH={TOOLS_BIN}:$PATH\n"
+        f"  kubectl get nodes\n"
+        f"logs: {cluster.state / 'logs'}/<component>.log"
+    )
+
+
+def main(argv: list[str]) -> int:
+    cluster = Cluster()
+    command = argv[1] if len(argv) > 1 else "status"
+    if command == "tools":
+        started = time.monotonic()
+        print(f"tools in {build_tools()} ({time.monotonic() - started:.1f}s)")
+    elif command == "up":
+        cluster.up()
+        print(usage(cluster))
+    elif command == "down":
+        cluster.down()
+    elif command == "status":
+        for component in COMPONENTS:
+            print(f"{component:24} {cluster.pid(component) or 'stopped'}")
+        return 0 if cluster.healthy() else 1
+    elif command in ("stop", "start") and len(argv) == 3 and argv[2] in COMPONENTS:
+        getattr(cluster, command)(argv[2])
+    elif command == "env":
+        print(f"export KUBECONFIG={cluster.kubeconfig} PATH={TOOLS_BIN}:$PATH")
+    else:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,88 @@
+"""Fixtures for tests against a real Kubernetes API server and controllers.
+
+The cluster is the one named by APPSCHEDULE_TEST_KUBECONFIG when set; otherwise the local control plane
+of hack/cluster, reused when it already runs, else started for this session and stopped at its end.
+Every test gets its own namespace. A failing test shows the tail of each component's log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kubernetes import client, config
+
+from .kube import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hack" / "cluster"))
+import localcluster  # noqa: E402
+
+
+@dataclass
+class ClusterUnderTest:
+    kubeconfig: Path
+    local: localcluster.Cluster | None  # None when the cluster was given from outside
+
+    def need_local(self) -> localcluster.Cluster:
+        if self.local is None:
+            pytest.skip("needs the local cluster (stops and starts its components)")
+        return self.local
+
+
+_session_cluster: ClusterUnderTest | None = None
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[ClusterUnderTest]:
+    global _session_cluster
+    given = os.environ.get("APPSCHEDULE_TEST_KUBECONFIG")
+    if given:
+        _session_cluster = ClusterUnderTest(Path(given), None)
+        yield _session_cluster
+        return
+    local = localcluster.Cluster()
+    started = local.up()
+    _session_cluster = ClusterUnderTest(local.kubeconfig, local)
+    try:
+        yield _session_cluster
+    finally:
+        if started:
+            local.down()
+
+
+@pytest.fixture(scope="session")
+def api(cluster: ClusterUnderTest) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(cluster.kubeconfig))
+
+
+@pytest.fixture
+def namespace(api: client.ApiClient) -> Iterator[str]:
+    """A fresh namespace with its default ServiceAccount in place (pods are refused until it is)."""
+    core = client.CoreV1Api(api)
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+    def default_sa() -> bool:
+        return any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items)
+
+    wait_for(default_sa, timeout=30, what=f"the default ServiceAccount in {name}")
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed and report.when in ("setup", "call") and _session_cluster and _session_cluster.local:
+        for component in localcluster.COMPONENTS:
+            report.sections.append((f"{component} log (tail)", _session_cluster.local.tail(component, 15)))
+    return report

@@ -1,0 +1,42 @@
+"""The local cluster's build keys: pinned versions are read from the Go modules, and the cache key moves with them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hack" / "cluster"))
+import localcluster  # noqa: E402
+
+
+def test_pinned_versions_are_the_ones_the_issue_asks_for() -> None:
+    versions = {tool.module: tool.version() for tool in localcluster.TOOLS}
+    assert versions["kubernetes"].startswith(("v1.33.", "v1.32."))
+    assert versions["etcd"].startswith("v3.5.")
+    assert versions["kwok"].startswith("v0.")
+    assert versions["helm"].startswith("v3.")
+
+
+def test_kubernetes_reports_its_real_version() -> None:
+    kubernetes = next(t for t in localcluster.TOOLS if t.module == "kubernetes")
+    flags = kubernetes.ldflags()
+    assert f"k8s.io/component-base/version.gitVersion={kubernetes.version()}" in flags
+    assert f"k8s.io/client-go/pkg/version.gitVersion={kubernetes.version()}" in flags
+
+
+def test_cache_key_names_the_version_and_changes_with_the_build() -> None:
+    tool = localcluster.TOOLS[1]
+    key = tool.cache_dir()
+    assert key.name.startswith(f"{tool.module}-{tool.version()}-")
+    other = localcluster.Tool(tool.module, tool.pinned, (("other", "example.com/other"),))
+    assert other.cache_dir() != key
+
+
+def test_every_staging_module_is_pinned_to_the_matching_release() -> None:
+    gomod = (REPO / "hack/cluster/kubernetes/go.mod").read_text()
+    version = next(t for t in localcluster.TOOLS if t.module == "kubernetes").version()
+    staging = "v0." + version.split(".", 1)[1]
+    replaces = [line.split() for line in gomod.splitlines() if "=>" in line]
+    assert len(replaces) >= 30
+    assert all(parts[-1] == staging for parts in replaces)
