@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/cluster/localcluster.py
 
-.PHONY: venv tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
+.PHONY: venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ cluster-down:  ## stop exactly what cluster-up started and remove its state
 
 cluster-status:
 	$(CLUSTER) status
+
+crd: venv  ## regenerate crds/ from operator/appschedule/models.py
+	$(BIN)/appschedule crd -o crds/appschedule.dev_appschedules.yaml
 
 lint: venv
 	$(BIN)/ruff check .

@@ -8,6 +8,7 @@ Every test gets its own namespace. A failing test shows the tail of each compone
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Generator, Iterator
@@ -86,3 +87,40 @@ def pytest_runtest_makereport(
         for component in localcluster.COMPONENTS:
             report.sections.append((f"{component} log (tail)", _session_cluster.local.tail(component, 15)))
     return report
+
+
+class Kubectl:
+    """kubectl against the cluster under test (the pinned build when it is there, else the one on PATH)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        built = localcluster.TOOLS_BIN / "kubectl"
+        self.binary = str(built) if built.exists() else "kubectl"
+        self.kubeconfig = kubeconfig
+
+    def __call__(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [self.binary, f"--kubeconfig={self.kubeconfig}", *args], input=input, capture_output=True, text=True
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+        return result
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: ClusterUnderTest) -> Kubectl:
+    return Kubectl(cluster.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def crd(kubectl: Kubectl) -> str:
+    """The AppSchedule CRD installed from crds/ (as a user would) and Established."""
+    path = REPO / "crds" / "appschedule.dev_appschedules.yaml"
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/appschedules.appschedule.dev")
+    # the schema reaches the published OpenAPI (what kubectl explain reads) a moment after Established
+    wait_for(
+        lambda: kubectl("explain", "appschedule.spec", check=False).returncode == 0,
+        timeout=60,
+        what="the AppSchedule schema in the published OpenAPI",
+    )
+    return "appschedules.appschedule.dev"

@@ -1,0 +1,7 @@
+"""``python -m appschedule``: the same as the ``appschedule`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""The ``appschedule`` command: render | next | crd (and run, once the operator lands).
+
+Bad input gets one line on stderr and exit status 1 (2 for usage), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import models, naming, render, schedule
+
+CRD_PATH = Path("crds") / f"{naming.GROUP}_{naming.PLURAL}.yaml"
+
+
+class UserError(Exception):
+    """A problem with what the user gave us; printed as one line."""
+
+
+def _load_documents(path: str) -> list[dict[str, Any]]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as error:
+        raise UserError(f"{path}: {error.strerror or error}") from None
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise UserError(f"{path}: not valid YAML{where}") from None
+    if not all(isinstance(d, dict) for d in documents):
+        raise UserError(f"{path}: every YAML document must be a mapping")
+    return documents
+
+
+def _one(path: str, kind: str) -> dict[str, Any]:
+    found = [d for d in _load_documents(path) if d.get("kind") == kind]
+    if len(found) != 1:
+        raise UserError(f"{path}: expected exactly one {kind}, found {len(found)}")
+    return found[0]
+
+
+def crd_yaml() -> str:
+    header = "# Generated from operator/appschedule/models.py by `appschedule crd`; do not edit.\n"
+    return header + yaml.safe_dump(models.crd(), sort_keys=False, width=120)
+
+
+def cmd_crd(args: argparse.Namespace) -> int:
+    text = crd_yaml()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    appschedule = _one(args.filename, "AppSchedule")
+    deployment = _one(args.deployment, "Deployment")
+    result = render.render(appschedule, deployment)
+    for error in result.errors:
+        print(f"error: {error}", file=sys.stderr)
+    sys.stdout.write(yaml.safe_dump_all(list(result.cronjobs.values()), sort_keys=False, width=120))
+    return 1 if result.errors else 0
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"--after {text!r}: not an RFC 3339 time like 2026-03-07T12:00:00Z") from None
+    if moment.tzinfo is None:
+        raise UserError(f"--after {text!r}: give a time zone offset or Z")
+    return moment
+
+
+def cmd_next(args: argparse.Namespace) -> int:
+    appschedule = _one(args.filename, "AppSchedule")
+    if args.count < 1:
+        raise UserError(f"-n {args.count}: give a positive number of runs")
+    after = _parse_time(args.after) if args.after else datetime.now(UTC)
+    parsed = render.parse_spec(appschedule.get("spec") or {})
+    spec, errors = parsed.spec, parsed.errors
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    status = 1 if errors else 0
+    if spec is None:
+        return 1
+    for task in spec.tasks:
+        zone = task.resolved(spec)["timeZone"]
+        try:
+            task_schedule = schedule.parse(task.schedule, zone)
+        except schedule.ScheduleError as error:
+            print(f"error: task {task.name!r}: {error}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"{task.name} ({task.schedule}, {zone}):")
+        for fire in schedule.fires_after(task_schedule, after, args.count):
+            local = fire.astimezone(task_schedule.zone)
+            print(f"  {fire.strftime('%Y-%m-%dT%H:%M:%SZ')}  {local.isoformat()} {zone}")
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="appschedule", description=__doc__.splitlines()[0] if __doc__ else None)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    crd = commands.add_parser("crd", help="print the AppSchedule CustomResourceDefinition")
+    crd.add_argument("-o", "--output", help="write to this file instead of stdout")
+    crd.set_defaults(func=cmd_crd)
+
+    rend = commands.add_parser("render", help="print the CronJobs an AppSchedule means, offline")
+    rend.add_argument("-f", "--filename", required=True, help="AppSchedule YAML (- for stdin)")
+    rend.add_argument("--deployment", required=True, help="Deployment YAML")
+    rend.set_defaults(func=cmd_render)
+
+    nxt = commands.add_parser("next", help="print each task's next runs")
+    nxt.add_argument("-f", "--filename", required=True, help="AppSchedule YAML (- for stdin)")
+    nxt.add_argument("-n", "--count", type=int, default=5, help="runs per task (default 5)")
+    nxt.add_argument("--after", help="RFC 3339 time to start from (default: now)")
+    nxt.set_defaults(func=cmd_next)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UserError as error:
+        print(f"appschedule: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""The AppSchedule API (appschedule.dev/v1alpha1): pydantic models of spec and status.
+
+These models are the single source of the CRD: ``crd()`` turns them into a structural OpenAPI schema
+(every node typed and described, no defaults stored by the API server, no preserve-unknown-fields),
+and ``crds/appschedule.dev_appschedules.yaml`` is that output, checked in; a unit test fails when it is
+stale. Built-in defaults are applied when rendering (``Task.resolved``), never written into objects,
+so ``kubectl get -o yaml`` shows what the user wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from . import naming
+
+Time = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+Quantity = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True})]
+ConcurrencyPolicy = Literal["Forbid", "Allow", "Replace"]
+
+DEFAULTS: dict[str, Any] = {
+    "timeZone": "UTC",
+    "suspend": False,
+    "concurrencyPolicy": "Forbid",
+    "startingDeadlineSeconds": 300,
+    "activeDeadlineSeconds": 3600,
+    "backoffLimit": 0,
+    "missedRunGraceSeconds": 120,
+    "successfulJobsHistoryLimit": 3,
+    "failedJobsHistoryLimit": 3,
+}
+"""Built-in defaults for task settings (README has the table): spec.defaults and the task override them."""
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Spec
+
+
+class DeploymentRef(Model):
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Name of the Deployment, in the AppSchedule's namespace, whose image and pod settings "
+        "every task runs with. The CronJobs follow its rollouts.",
+    )
+    container: str | None = Field(
+        None,
+        min_length=1,
+        description="Name of the Deployment's container to run tasks in. Default: the first container.",
+    )
+
+
+class KeySelector(Model):
+    name: str = Field(description="Name of the ConfigMap or Secret.")
+    key: str = Field(description="The key to select.")
+    optional: bool | None = Field(None, description="Whether the ConfigMap or Secret or its key may be missing.")
+
+
+class FieldSelector(Model):
+    field_path: str = Field(description="Path of the pod field to select, e.g. metadata.name.")
+    api_version: str | None = Field(None, description="Version of the schema fieldPath is written in.")
+
+
+class ResourceFieldSelector(Model):
+    resource: str = Field(description="Container resource to select, e.g. limits.memory.")
+    container_name: str | None = Field(None, description="Container to read the resource of.")
+    divisor: Quantity | None = Field(None, description="Output format of the exposed resources.")
+
+
+class EnvVarSource(Model):
+    config_map_key_ref: KeySelector | None = Field(None, description="A key of a ConfigMap.")
+    secret_key_ref: KeySelector | None = Field(None, description="A key of a Secret.")
+    field_ref: FieldSelector | None = Field(None, description="A field of the pod.")
+    resource_field_ref: ResourceFieldSelector | None = Field(None, description="A resource of a container.")
+
+
+class EnvVar(Model):
+    name: str = Field(min_length=1, description="Name of the environment variable.")
+    value: str | None = Field(None, description="Literal value.")
+    value_from: EnvVarSource | None = Field(None, description="Source of the value, when it is not literal.")
+
+
+class ResourceRequirements(Model):
+    limits: dict[str, Quantity] | None = Field(None, description="Most compute resources a run may use.")
+    requests: dict[str, Quantity] | None = Field(None, description="Compute resources a run is scheduled with.")
+
+
+class TaskSettings(Model):
+    """The settings that spec.defaults may give every task; a task's own value wins."""
+
+    env: list[EnvVar] | None = Field(
+        None,
+        description="Environment variables added to the Deployment container's env (a variable of the same "
+        "name is replaced). Names starting APPSCHEDULE_ are reserved. In defaults: added before the task's.",
+    )
+    resources: ResourceRequirements | None = Field(
+        None, description="Compute resources of a run; replaces the Deployment container's when set."
+    )
+    time_zone: str | None = Field(
+        None,
+        description="IANA time zone the schedule is read in, e.g. Europe/Berlin. Default: spec.timeZone, else UTC.",
+    )
+    suspend: bool | None = Field(None, description="Start no new runs of this task. Default: false.")
+    concurrency_policy: ConcurrencyPolicy | None = Field(
+        None,
+        description="What to do when a run is due while the previous one is still active: Forbid (skip the new "
+        "run), Allow (run both) or Replace (stop the old one). Default: Forbid.",
+    )
+    starting_deadline_seconds: int | None = Field(
+        None, ge=0, description="A run that cannot start within this many seconds of its time is missed. Default: 300."
+    )
+    active_deadline_seconds: int | None = Field(
+        None,
+        ge=1,
+        description="A run still going after this many seconds is stuck and is stopped by Kubernetes. Default: 3600.",
+    )
+    backoff_limit: int | None = Field(
+        None,
+        ge=0,
+        description="Retries of a failed run. A retry is a second execution with the same idempotency key, so "
+        "it is opt-in. Default: 0.",
+    )
+    missed_run_grace_seconds: int | None = Field(
+        None, ge=0, description="How late a run may start before it is reported late. Default: 120."
+    )
+    successful_jobs_history_limit: int | None = Field(
+        None, ge=0, description="Finished successful Jobs kept. Default: 3."
+    )
+    failed_jobs_history_limit: int | None = Field(None, ge=0, description="Failed Jobs kept. Default: 3.")
+
+
+class Task(TaskSettings):
+    name: str = Field(
+        min_length=1,
+        max_length=naming.TASK_NAME_MAX,
+        pattern=naming.DNS_LABEL.pattern,
+        description="Name of the task: a DNS label (lower-case letters, digits, '-'), unique within the "
+        "namespace across AppSchedules. Part of the CronJob's name and of every run's idempotency key.",
+    )
+    schedule: str = Field(
+        min_length=1,
+        max_length=256,
+        description="When to run, in Kubernetes CronJob syntax: five fields (minute hour day-of-month month "
+        "day-of-week, Sunday=0) or @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually. Read in "
+        "timeZone. No seconds field, no L W # H, no TZ= prefix, no @every.",
+    )
+    command: list[str] = Field(
+        min_length=1, description="Command run in the Deployment's image (replaces the container's command)."
+    )
+    args: list[str] | None = Field(None, description="Arguments to the command. Default: none.")
+
+    def resolved(self, spec: AppScheduleSpec) -> dict[str, Any]:
+        """Every setting with the task's value, else spec.defaults', else the built-in default."""
+        defaults = spec.defaults or TaskSettings()
+        values: dict[str, Any] = dict(DEFAULTS)
+        if spec.time_zone is not None:
+            values["timeZone"] = spec.time_zone
+        for source in (defaults, self):
+            for field, value in source.model_dump(by_alias=True, exclude_none=True).items():
+                if field in DEFAULTS:
+                    values[field] = value
+        if spec.suspend:
+            values["suspend"] = True
+        values["env"] = [*(defaults.env or []), *(self.env or [])]
+        values["resources"] = self.resources or defaults.resources
+        return values
+
+
+class AppScheduleSpec(Model):
+    deployment_ref: DeploymentRef = Field(description="The Deployment whose image and settings the tasks run with.")
+    time_zone: str | None = Field(
+        None, description="IANA time zone for every task's schedule, e.g. Europe/Berlin. Default: UTC."
+    )
+    suspend: bool | None = Field(None, description="Suspend every task: no new runs start. Default: false.")
+    defaults: TaskSettings | None = Field(None, description="Settings for every task; a task's own value wins.")
+    tasks: list[Task] = Field(
+        min_length=1,
+        max_length=100,
+        description="The app's scheduled tasks; each becomes one CronJob.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Status
+
+
+class Condition(Model):
+    type: str = Field(description="Ready (CronJobs match the spec and Deployment) or RunsHealthy.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(description="CamelCase reason for the last transition.")
+    message: str = Field(description="What happened, for humans; names the task and field at fault.")
+    last_transition_time: Time = Field(description="When the status last changed.")
+    observed_generation: int | None = Field(None, description="The spec generation this condition is about.")
+
+
+class DeploymentStatus(Model):
+    name: str = Field(description="The Deployment's name.")
+    image: str = Field(description="The image the CronJobs run, from the Deployment's container.")
+
+
+class Counts(Model):
+    runs: int = Field(0, description="Scheduled times that got a Job.")
+    succeeded: int = Field(0, description="Runs that succeeded.")
+    failed: int = Field(0, description="Runs that failed.")
+    missed: int = Field(0, description="Scheduled times that got no Job and no longer can.")
+    late: int = Field(0, description="Runs that started after missedRunGraceSeconds.")
+    skipped: int = Field(0, description="Scheduled times skipped for a stated reason (suspended, Forbid).")
+    duplicates: int = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
+    stuck: int = Field(0, description="Runs still active after activeDeadlineSeconds.")
+
+
+class RunRecord(Model):
+    key: str = Field(description="The run's idempotency key, <task>@<scheduled time>.")
+    job: str | None = Field(None, description="Name of the run's Job.")
+    scheduled_time: Time = Field(description="The scheduled time the run belongs to.")
+    state: Literal["Active", "Succeeded", "Failed", "Missed", "Skipped"] = Field(description="Where the run is.")
+    start_time: Time | None = Field(None, description="When its Job started.")
+    finish_time: Time | None = Field(None, description="When its Job finished.")
+    delay_seconds: int | None = Field(None, description="Seconds from the scheduled time to the Job's start.")
+    attempts: int | None = Field(None, description="Pods started for the run.")
+
+
+class TaskStatus(Model):
+    name: str = Field(description="The task's name.")
+    cron_job: str | None = Field(None, description="Name of the task's CronJob, when it has one.")
+    next_run_time: Time | None = Field(None, description="The task's next scheduled time.")
+    last_run: RunRecord | None = Field(None, description="The task's most recent run.")
+    last_successful_time: Time | None = Field(None, description="Scheduled time of the last successful run.")
+    counts: Counts | None = Field(None, description="Runs counted since tracking began.")
+    recent: list[RunRecord] | None = Field(None, description="The last 10 runs, newest first.")
+    missed_times: list[Time] | None = Field(None, description="The last 10 missed scheduled times.")
+    tracking_since: Time | None = Field(
+        None, description="Since when runs are counted: the task's schedule and time zone are unchanged since."
+    )
+    checked_until: Time | None = Field(None, description="Scheduled times up to here have been counted.")
+
+
+class AppScheduleStatus(Model):
+    observed_generation: int | None = Field(None, description="The spec generation last reconciled.")
+    conditions: list[Condition] | None = Field(
+        None,
+        description="Ready and RunsHealthy.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    deployment: DeploymentStatus | None = Field(None, description="The Deployment the tasks follow.")
+    task_count: int | None = Field(None, description="Number of tasks in the spec.")
+    last_run_time: Time | None = Field(None, description="Latest scheduled time that got a run, across tasks.")
+    next_run_time: Time | None = Field(None, description="Earliest next scheduled time across tasks.")
+    missed: int | None = Field(None, description="Missed runs, across tasks.")
+    duplicates: int | None = Field(None, description="Duplicate runs, across tasks.")
+    failed: int | None = Field(None, description="Failed runs, across tasks.")
+    tasks: list[TaskStatus] | None = Field(
+        None,
+        description="Per task: its CronJob, next run and run ledger.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class AppSchedule(BaseModel):
+    """The whole object as the operator reads it (metadata kept as a plain dict)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+    api_version: str = naming.API_VERSION
+    kind: str = naming.KIND
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: AppScheduleSpec
+    status: AppScheduleStatus | None = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CRD
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Deployment", "type": "string", "jsonPath": ".spec.deploymentRef.name"},
+    {"name": "Tasks", "type": "integer", "jsonPath": ".status.taskCount"},
+    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+    {"name": "Last Run", "type": "date", "jsonPath": ".status.lastRunTime"},
+    {"name": "Next Run", "type": "string", "jsonPath": ".status.nextRunTime"},
+    {"name": "Missed", "type": "integer", "jsonPath": ".status.missed"},
+    {"name": "Duplicates", "type": "integer", "jsonPath": ".status.duplicates"},
+    {"name": "Failed", "type": "integer", "jsonPath": ".status.failed"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Image", "type": "string", "jsonPath": ".status.deployment.image", "priority": 1},
+    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1},
+    {"name": "Healthy", "type": "string", "priority": 1,
+     "jsonPath": '.status.conditions[?(@.type=="RunsHealthy")].status'},
+]  # fmt: skip
+
+_KEEP = {
+    "type", "description", "enum", "pattern", "format", "minLength", "maxLength", "minimum", "maximum",
+    "minItems", "maxItems", "x-kubernetes-int-or-string", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
+}  # fmt: skip
+
+
+def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic JSON schema node as a Kubernetes structural schema node."""
+    description = node.get("description")
+    extra = {k: v for k, v in node.items() if k.startswith("x-kubernetes-list")}
+    if "$ref" in node:
+        node = defs[node["$ref"].rsplit("/", 1)[-1]]
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if node.get("x-kubernetes-int-or-string"):
+            return {"x-kubernetes-int-or-string": True, **({"description": description} if description else {})}
+        if len(options) != 1:
+            raise ValueError(f"no structural form for {node}")
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        return _structural({**rest, **options[0], **({"description": description} if description else {})}, defs)
+    if "const" in node:
+        node = {**node, "enum": [node["const"]]}
+    out = {k: v for k, v in node.items() if k in _KEEP}
+    if description:
+        out["description"] = " ".join(description.split())
+    out.update(extra)
+    if node.get("type") == "object" or "properties" in node:
+        out["type"] = "object"
+        if "properties" in node:
+            out["properties"] = {k: _structural(v, defs) for k, v in node["properties"].items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        additional = node.get("additionalProperties")
+        if isinstance(additional, dict):
+            out["additionalProperties"] = _structural(additional, defs)
+    if node.get("type") == "array":
+        out["items"] = _structural(node["items"], defs)
+    if out.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out.pop("anyOf", None)
+    return out
+
+
+def openapi_schema() -> dict[str, Any]:
+    def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+        raw = model.model_json_schema(by_alias=True)
+        return _structural(raw, raw.get("$defs", {}))
+
+    spec = schema_of(AppScheduleSpec)
+    spec["description"] = "What the app runs on a schedule: its Deployment and its tasks."
+    status = schema_of(AppScheduleStatus)
+    status["description"] = "What the operator observed: CronJobs, next runs, and the ledger of runs."
+    return {
+        "type": "object",
+        "description": "An app's scheduled tasks, run as CronJobs with the app's Deployment image; every run "
+        "gets an idempotency key, and missed, duplicate, failed and stuck runs are reported.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "Versioned schema of this object."},
+            "kind": {"type": "string", "description": "AppSchedule."},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of AppSchedule."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{naming.PLURAL}.{naming.GROUP}",
+            "labels": {"app.kubernetes.io/name": "appschedule-operator"},
+        },
+        "spec": {
+            "group": naming.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": naming.KIND,
+                "listKind": f"{naming.KIND}List",
+                "plural": naming.PLURAL,
+                "singular": "appschedule",
+                "shortNames": ["asched"],
+                "categories": ["appschedule"],
+            },
+            "versions": [
+                {
+                    "name": naming.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }

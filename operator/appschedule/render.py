@@ -1,0 +1,279 @@
+"""(AppSchedule, Deployment) -> CronJob manifests. Pure and deterministic: the same input gives the same bytes.
+
+What a task's CronJob takes from the Deployment (DESIGN.md): from the chosen container its image,
+imagePullPolicy, env, envFrom, volumeMounts (and only the pod volumes they use), resources (unless the
+task sets its own), securityContext and workingDir; from the pod its serviceAccountName,
+imagePullSecrets, securityContext, nodeSelector and tolerations. Never probes, ports, lifecycle hooks,
+sidecars, init containers, or the pod's labels (a Service selecting the app must not select its runs).
+
+Errors are values, not exceptions: a bad task yields a ``SpecError`` for that task while the others
+render; an error that concerns every task (no such container) yields no CronJob at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import naming
+from .models import AppScheduleSpec, Task
+from .schedule import ScheduleError, parse
+
+Manifest = dict[str, Any]
+RESERVED_ENV_PREFIX = "APPSCHEDULE_"
+
+
+@dataclass(frozen=True)
+class SpecError:
+    """One thing wrong with the spec: where (a field path) and, when it is one task's, which task."""
+
+    field: str
+    message: str
+    task: str | None = None
+    reason: str = "InvalidSpec"
+
+    def __str__(self) -> str:
+        where = f"task {self.task!r} ({self.field})" if self.task else self.field
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    cronjobs: dict[str, Manifest] = field(default_factory=dict)  # task name -> CronJob, in spec order
+    errors: list[SpecError] = field(default_factory=list)
+    image: str | None = None
+    spec: AppScheduleSpec | None = None
+
+
+def _location(loc: Sequence[int | str]) -> str:
+    path = "spec"
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+@dataclass(frozen=True)
+class ParsedSpec:
+    spec: AppScheduleSpec | None
+    errors: list[SpecError]
+    indices: list[int]  # spec.tasks[i] is raw spec.tasks[indices[i]]
+
+
+def parse_spec(raw: Mapping[str, Any]) -> ParsedSpec:
+    """Validate a raw spec. Tasks that fail are reported and left out; the rest still parse."""
+    try:
+        spec = AppScheduleSpec.model_validate(raw)
+        return ParsedSpec(spec, [], list(range(len(spec.tasks))))
+    except ValidationError as invalid:
+        failures = invalid.errors()
+    tasks_value = raw.get("tasks")
+    raw_tasks: list[Any] = tasks_value if isinstance(tasks_value, list) else []
+    errors: list[SpecError] = []
+    bad_tasks: set[int] = set()
+    spec_level = False
+    for failure in failures:
+        loc = failure["loc"]
+        task = None
+        if len(loc) >= 2 and loc[0] == "tasks" and isinstance(loc[1], int):
+            bad_tasks.add(loc[1])
+            entry = raw_tasks[loc[1]] if loc[1] < len(raw_tasks) else None
+            task = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) else None
+            task = task or f"#{loc[1]}"
+        else:
+            spec_level = True
+        message = failure["msg"]
+        if failure["type"] == "extra_forbidden":
+            message = "unknown field"
+        errors.append(SpecError(_location(loc), message, task))
+    indices = [i for i in range(len(raw_tasks)) if i not in bad_tasks]
+    if spec_level or not indices:
+        return ParsedSpec(None, errors, [])
+    try:
+        return ParsedSpec(
+            AppScheduleSpec.model_validate({**raw, "tasks": [raw_tasks[i] for i in indices]}), errors, indices
+        )
+    except ValidationError:  # pragma: no cover - the remaining tasks validated above
+        return ParsedSpec(None, errors, [])
+
+
+def _container(deployment: Mapping[str, Any], wanted: str | None) -> dict[str, Any] | SpecError:
+    pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
+    containers = pod.get("containers") or []
+    name = deployment.get("metadata", {}).get("name", "?")
+    if not containers:
+        return SpecError("spec.deploymentRef", f"Deployment {name!r} has no containers")
+    if wanted is None:
+        return dict(containers[0])
+    for container in containers:
+        if container.get("name") == wanted:
+            return dict(container)
+    names = ", ".join(str(c.get("name")) for c in containers)
+    return SpecError(
+        "spec.deploymentRef.container", f"container {wanted!r} not found in Deployment {name!r} (has: {names})"
+    )
+
+
+def _merge_env(base: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``added`` replaces variables of the same name in place and appends the others."""
+    merged = [dict(v) for v in base if not str(v.get("name", "")).startswith(RESERVED_ENV_PREFIX)]
+    index = {v["name"]: i for i, v in enumerate(merged)}
+    for variable in added:
+        if variable["name"] in index:
+            merged[index[variable["name"]]] = variable
+        else:
+            index[variable["name"]] = len(merged)
+            merged.append(variable)
+    return merged
+
+
+def _static_env(appschedule: str, namespace: str | None, task: Task, time_zone: str) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": "APPSCHEDULE_NAME", "value": appschedule},
+        {"name": "APPSCHEDULE_NAMESPACE", "value": namespace or ""},
+        {"name": "APPSCHEDULE_TASK", "value": task.name},
+        {"name": "APPSCHEDULE_SCHEDULE", "value": task.schedule},
+        {"name": "APPSCHEDULE_TIME_ZONE", "value": time_zone},
+        {
+            "name": "APPSCHEDULE_JOB_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{naming.JOB_NAME_LABEL}']"}},
+        },
+    ]
+    if namespace is None:
+        env[1] = {"name": "APPSCHEDULE_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    return env
+
+
+def _check_task(task: Task, index: int, settings: Mapping[str, Any]) -> list[SpecError]:
+    errors = []
+    where = f"spec.tasks[{index}]"
+    try:
+        parse(task.schedule, settings["timeZone"])
+    except ScheduleError as error:
+        text = str(error)
+        field_name = "timeZone" if text.startswith("timeZone") else "schedule"
+        if field_name == "timeZone" and task.time_zone is None:
+            where_tz = "spec.timeZone"  # inherited from the spec
+            errors.append(SpecError(where_tz, text, task.name))
+        else:
+            errors.append(SpecError(f"{where}.{field_name}", text, task.name))
+    for j, variable in enumerate(task.env or []):
+        if variable.name.startswith(RESERVED_ENV_PREFIX):
+            errors.append(
+                SpecError(
+                    f"{where}.env[{j}].name", f"{variable.name!r}: names starting APPSCHEDULE_ are reserved", task.name
+                )
+            )
+    return errors
+
+
+def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Rendered:
+    """The CronJobs an AppSchedule means, given its Deployment, plus what is wrong with it."""
+    metadata = appschedule.get("metadata") or {}
+    name = str(metadata.get("name", ""))
+    parsed = parse_spec(appschedule.get("spec") or {})
+    spec, errors = parsed.spec, list(parsed.errors)
+    if len(name) > naming.TASK_NAME_MAX:
+        errors.append(SpecError("metadata.name", f"must be at most {naming.TASK_NAME_MAX} characters (a label value)"))
+        return Rendered(errors=errors)
+    if spec is None:
+        return Rendered(errors=errors)
+    container = _container(deployment, spec.deployment_ref.container)
+    if isinstance(container, SpecError):
+        return Rendered(errors=[*errors, container], spec=spec)
+    pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
+
+    cronjobs: dict[str, Manifest] = {}
+    used_names: dict[str, str] = {}
+    for index, task in zip(parsed.indices, spec.tasks, strict=True):
+        settings = task.resolved(spec)
+        task_errors = _check_task(task, index, settings)
+        cronjob = naming.cronjob_name(name, task.name)
+        if task.name in cronjobs or cronjob in used_names:
+            task_errors.append(SpecError(f"spec.tasks[{index}].name", "duplicate task name", task.name))
+        if task_errors:
+            errors.extend(task_errors)
+            continue
+        used_names[cronjob] = task.name
+        cronjobs[task.name] = _cronjob(appschedule, task, settings, container, pod, cronjob)
+    return Rendered(cronjobs=cronjobs, errors=errors, image=container.get("image"), spec=spec)
+
+
+def _cronjob(
+    appschedule: Mapping[str, Any],
+    task: Task,
+    settings: Mapping[str, Any],
+    container: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    cronjob: str,
+) -> Manifest:
+    metadata = appschedule.get("metadata") or {}
+    name, namespace = str(metadata["name"]), metadata.get("namespace")
+    labels = naming.labels(name, task.name)
+
+    env_added = [v.model_dump(by_alias=True, exclude_none=True) for v in settings["env"]]
+    run: dict[str, Any] = {"name": container.get("name", "task"), "image": container.get("image")}
+    if "imagePullPolicy" in container:
+        run["imagePullPolicy"] = container["imagePullPolicy"]
+    run["command"] = list(task.command)
+    run["args"] = list(task.args or [])
+    run["env"] = _merge_env(list(container.get("env") or []), env_added) + _static_env(
+        name, namespace, task, settings["timeZone"]
+    )
+    for key in ("envFrom", "volumeMounts", "securityContext", "workingDir"):
+        if key in container:
+            run[key] = container[key]
+    resources = settings["resources"]
+    if resources is not None:
+        run["resources"] = resources.model_dump(by_alias=True, exclude_none=True)
+    elif "resources" in container:
+        run["resources"] = container["resources"]
+
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [run]}
+    for key in ("serviceAccountName", "imagePullSecrets", "securityContext", "nodeSelector", "tolerations"):
+        if key in pod:
+            pod_spec[key] = pod[key]
+    mounted = {m.get("name") for m in container.get("volumeMounts") or []}
+    volumes = [v for v in pod.get("volumes") or [] if v.get("name") in mounted]
+    if volumes:
+        pod_spec["volumes"] = volumes
+
+    manifest_metadata: dict[str, Any] = {"name": cronjob}
+    if namespace:
+        manifest_metadata["namespace"] = namespace
+    manifest_metadata["labels"] = dict(labels)
+    if metadata.get("uid"):
+        manifest_metadata["ownerReferences"] = [
+            {
+                "apiVersion": naming.API_VERSION,
+                "kind": naming.KIND,
+                "name": name,
+                "uid": metadata["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": manifest_metadata,
+        "spec": {
+            "schedule": task.schedule,
+            "timeZone": settings["timeZone"],
+            "suspend": settings["suspend"],
+            "concurrencyPolicy": settings["concurrencyPolicy"],
+            "startingDeadlineSeconds": settings["startingDeadlineSeconds"],
+            "successfulJobsHistoryLimit": settings["successfulJobsHistoryLimit"],
+            "failedJobsHistoryLimit": settings["failedJobsHistoryLimit"],
+            "jobTemplate": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "backoffLimit": settings["backoffLimit"],
+                    "activeDeadlineSeconds": settings["activeDeadlineSeconds"],
+                    "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+                },
+            },
+        },
+    }
