@@ -1,4 +1,4 @@
-"""The ``appschedule`` command: render | next | crd (and run, once the operator lands).
+"""The ``appschedule`` command: run | render | next | crd.
 
 Bad input gets one line on stderr and exit status 1 (2 for usage), never a traceback.
 """
@@ -6,6 +6,8 @@ Bad input gets one line on stderr and exit status 1 (2 for usage), never a trace
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -107,9 +109,49 @@ def cmd_next(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """Start the operator: explicit kopf settings live in handlers.startup, these are the process's."""
+    import asyncio
+
+    import kopf
+
+    from . import handlers
+
+    if args.resync_seconds <= 0 or args.workers < 1:
+        raise UserError("--resync-seconds and --workers must be positive")
+    formats = {"json": kopf.LogFormat.JSON, "plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL}
+    kopf.configure(verbose=args.verbose, log_format=formats[args.log_format], log_refkey="object")
+    if not args.verbose:  # kopf reports every watch event's handler at INFO; ours log each reconcile
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    handlers.OPTIONS = handlers.Options(resync_seconds=args.resync_seconds, workers=args.workers)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(
+            kopf.operator(
+                standalone=args.peering is None,
+                peering_name=args.peering,
+                priority=args.priority,
+                clusterwide=not args.namespace,
+                namespaces=args.namespace or (),
+                liveness_endpoint=args.liveness,
+            )
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="appschedule", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the operator against the current kubeconfig or in-cluster config")
+    run.add_argument("-n", "--namespace", action="append", help="watch only this namespace (repeatable); default all")
+    run.add_argument("--resync-seconds", type=float, default=60.0, help="reconcile every AppSchedule this often")
+    run.add_argument("--workers", type=int, default=4, help="AppSchedules reconciled at once (default 4)")
+    run.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("--peering", help="kopf peering object: several replicas, one active (default: standalone)")
+    run.add_argument("--priority", type=int, default=0, help="peering priority; give each replica its own")
+    run.add_argument("--log-format", choices=["json", "plain", "full"], default="json", help="default json")
+    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    run.set_defaults(func=cmd_run)
 
     crd = commands.add_parser("crd", help="print the AppSchedule CustomResourceDefinition")
     crd.add_argument("-o", "--output", help="write to this file instead of stdout")

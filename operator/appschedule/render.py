@@ -218,7 +218,8 @@ def _cronjob(
     if "imagePullPolicy" in container:
         run["imagePullPolicy"] = container["imagePullPolicy"]
     run["command"] = list(task.command)
-    run["args"] = list(task.args or [])
+    if task.args:
+        run["args"] = list(task.args)
     run["env"] = _merge_env(list(container.get("env") or []), env_added) + _static_env(
         name, namespace, task, settings["timeZone"]
     )

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from kubernetes import client, config
 
 from .kube import wait_for

@@ -7,9 +7,8 @@ import uuid
 from functools import partial
 
 import pytest
-from kubernetes.client.rest import ApiException
-
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from .conftest import ClusterUnderTest
 from .kube import seconds_to_next_minute, wait_for
