@@ -1,10 +1,11 @@
 # Everything a fresh machine needs: `make run` (operator with a live demo) and `make test`.
+# KUBECONFIG is kept out of `make test` (the tests use APPSCHEDULE_TEST_KUBECONFIG or the local cluster).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/cluster/localcluster.py
 
-.PHONY: venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
+.PHONY: run venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,9 @@ cluster-down:  ## stop exactly what cluster-up started and remove its state
 
 cluster-status:
 	$(CLUSTER) status
+
+run: venv tools  ## the operator with a live demo: current kubeconfig, else the local cluster
+	hack/demo.sh
 
 crd: venv  ## regenerate crds/ from operator/appschedule/models.py
 	$(BIN)/appschedule crd -o crds/appschedule.dev_appschedules.yaml

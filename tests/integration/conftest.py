@@ -7,7 +7,9 @@ Every test gets its own namespace. A failing test shows the tail of each compone
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -85,6 +87,8 @@ def pytest_runtest_makereport(
     if report.failed and report.when in ("setup", "call") and _session_cluster and _session_cluster.local:
         for component in localcluster.COMPONENTS:
             report.sections.append((f"{component} log (tail)", _session_cluster.local.tail(component, 15)))
+    if report.failed and report.when in ("setup", "call") and _operator is not None:
+        report.sections.append(("operator log (tail)", "\n".join(_operator.lines()[-40:])))
     return report
 
 
@@ -123,3 +127,63 @@ def crd(kubectl: Kubectl) -> str:
         what="the AppSchedule schema in the published OpenAPI",
     )
     return "appschedules.appschedule.dev"
+
+
+class OperatorProcess:
+    """The operator running for real: ``python -m appschedule run`` against the cluster under test."""
+
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "appschedule", "run", "--resync-seconds", "3", "--log-format", "json"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        mark = self.lines()
+        wait_for(lambda: "Activity 'startup' succeeded" in "".join(self.lines()[len(mark) :]), timeout=30,
+                 what="the operator to start")  # fmt: skip
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def lines(self) -> list[str]:
+        try:
+            return self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+
+    def reconciles(self, namespace: str, name: str) -> list[dict[str, object]]:
+        found = []
+        for line in self.lines():
+            if '"reconciled ' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("namespace") == namespace and record.get("appschedule") == name:
+                found.append(record)
+        return found
+
+
+_operator: OperatorProcess | None = None
+
+
+@pytest.fixture(scope="session")
+def operator(
+    cluster: ClusterUnderTest, crd: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    global _operator
+    _operator = OperatorProcess(cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    _operator.start()
+    yield _operator
+    _operator.kill(signal.SIGTERM)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `make run`: the operator with a live demo. Uses the current kubeconfig when it reaches a cluster,
+# otherwise starts the local cluster (hack/cluster); installs the CRD, applies examples/ and runs the
+# operator in the foreground (Ctrl-C stops it; `make cluster-down` stops a local cluster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KUBECTL=.tools/bin/kubectl
+
+if [ -n "${KUBECONFIG:-}" ] || [ -f "$HOME/.kube/config" ]; then
+  if "$KUBECTL" version --request-timeout=5s >/dev/null 2>&1; then
+    echo "using the cluster of the current kubeconfig: $("$KUBECTL" config current-context)"
+  else
+    echo "the current kubeconfig reaches no cluster; set KUBECONFIG= (empty) to use the local one" >&2
+    exit 1
+  fi
+else
+  python3 hack/cluster/localcluster.py up
+  eval "$(python3 hack/cluster/localcluster.py env)"
+fi
+
+"$KUBECTL" apply --server-side -f crds/appschedule.dev_appschedules.yaml
+"$KUBECTL" wait --for=condition=Established --timeout=60s crd/appschedules.appschedule.dev
+"$KUBECTL" create namespace shop --dry-run=client -o yaml | "$KUBECTL" apply -f -
+"$KUBECTL" apply -f examples/deployment.yaml -f examples/appschedule.yaml
+
+cat <<MSG
+
+The operator runs below (Ctrl-C stops it). In another terminal:
+  export KUBECONFIG=${KUBECONFIG:-$HOME/.kube/config} PATH=$PWD/.tools/bin:\$PATH
+  kubectl get appschedules -A           # -o wide for image and reason
+  kubectl get cronjobs -n shop
+  kubectl describe appschedule -n shop shop
+
+MSG
+exec .venv/bin/appschedule run --log-format "${LOG_FORMAT:-plain}"

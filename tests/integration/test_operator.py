@@ -1,0 +1,293 @@
+"""The operator, really running, against the real API server and controllers (DESIGN.md, issue 4)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from .conftest import Kubectl, OperatorProcess
+from .kube import wait_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+GROUP, VERSION, PLURAL = "appschedule.dev", "v1alpha1", "appschedules"
+WEEKLY = "0 17 * * 5"  # far from any test's minute: status does not move while a test runs
+
+
+class World:
+    """Raw JSON reads and writes of the objects a test cares about, in one namespace."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.namespace = namespace
+        self.custom = client.CustomObjectsApi(api)
+        self.batch = client.BatchV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.core = client.CoreV1Api(api)
+
+    def deployment(self, name: str = "web", image: str = "registry.example.com/shop/web:1.4.2") -> dict[str, Any]:
+        body: dict[str, Any] = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
+        body["metadata"].update(name=name, namespace=self.namespace)
+        body["spec"]["replicas"] = 0  # only the pod template matters here
+        body["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        self.apps.create_namespaced_deployment(self.namespace, body)
+        return body
+
+    def appschedule(self, name: str, tasks: list[dict[str, Any]], deployment: str = "web") -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "AppSchedule",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"deploymentRef": {"name": deployment}, "tasks": tasks},
+        }
+        created: dict[str, Any] = self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, body
+        )
+        return created
+
+    def get(self, name: str) -> dict[str, Any]:
+        got: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+        return got
+
+    def patch(self, name: str, patch: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, patch)
+
+    def cronjobs(self) -> dict[str, dict[str, Any]]:
+        raw = self.batch.list_namespaced_cron_job(self.namespace, _preload_content=False)
+        return {c["metadata"]["name"]: c for c in json.loads(raw.data)["items"]}
+
+    def condition(self, name: str, kind: str = "Ready") -> dict[str, Any]:
+        conditions = (self.get(name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == kind), {})
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        raw = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}", _preload_content=False
+        )
+        return list(json.loads(raw.data)["items"])
+
+
+def task(name: str, schedule: str = WEEKLY, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "schedule": schedule, "command": ["node", f"tasks/{name}.js"], **extra}
+
+
+def image_of(cronjob: dict[str, Any]) -> str:
+    return str(cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    return wait_for(check, timeout=timeout, what=what)
+
+
+@pytest.fixture
+def world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> World:
+    return World(api, namespace)
+
+
+def test_create_applies_cronjobs_and_reports_status(world: World, kubectl: Kubectl) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *"), task("sync", "0 */6 * * *")])
+    until(lambda: set(world.cronjobs()) == {"shop-report", "shop-cleanup", "shop-sync"}, "three CronJobs")
+    until(lambda: world.condition("shop").get("status") == "True", "Ready=True")
+    status = world.get("shop")["status"]
+    assert status["observedGeneration"] == world.get("shop")["metadata"]["generation"]
+    assert status["deployment"] == {"name": "web", "image": "registry.example.com/shop/web:1.4.2"}
+    assert status["taskCount"] == 3
+    assert [t["cronJob"] for t in status["tasks"]] == ["shop-report", "shop-cleanup", "shop-sync"]
+    assert all(t["nextRunTime"].endswith("Z") for t in status["tasks"])
+    assert status["nextRunTime"] == min(t["nextRunTime"] for t in status["tasks"])
+    cronjob = world.cronjobs()["shop-report"]
+    assert cronjob["metadata"]["ownerReferences"][0]["uid"] == world.get("shop")["metadata"]["uid"]
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    row = kubectl("get", "appschedules", "-n", world.namespace, "--no-headers").stdout.split()
+    assert row[:4] == ["shop", "web", "3", "True"]
+    assert status["nextRunTime"] in row
+
+
+def test_changes_converge_removed_tasks_go_and_deletion_collects(world: World) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report"), task("cleanup")])
+    until(lambda: set(world.cronjobs()) == {"shop-report", "shop-cleanup"}, "two CronJobs")
+    world.patch("shop", {"spec": {"tasks": [task("report", "0 18 * * 5")]}})
+    until(lambda: set(world.cronjobs()) == {"shop-report"}, "the removed task's CronJob to go")
+    until(lambda: world.cronjobs()["shop-report"]["spec"]["schedule"] == "0 18 * * 5", "the new schedule")
+    world.custom.delete_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL, "shop")
+    until(lambda: world.cronjobs() == {}, "garbage collection of the CronJobs", timeout=60)
+
+
+def test_hand_edits_and_deletions_are_put_back(world: World) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report")])
+    until(lambda: "shop-report" in world.cronjobs(), "the CronJob")
+    world.batch.patch_namespaced_cron_job(
+        "shop-report", world.namespace, {"spec": {"schedule": "* * * * *", "suspend": True}}
+    )
+    until(lambda: world.cronjobs()["shop-report"]["spec"]["schedule"] == WEEKLY, "the hand edit to be undone")
+    assert world.cronjobs()["shop-report"]["spec"]["suspend"] is False
+    uid = world.cronjobs()["shop-report"]["metadata"]["uid"]
+    world.batch.delete_namespaced_cron_job("shop-report", world.namespace)
+    until(lambda: world.cronjobs().get("shop-report", {}).get("metadata", {}).get("uid") not in (None, uid),
+          "the CronJob to be recreated")  # fmt: skip
+
+
+def test_rollout_reaches_the_cronjobs_within_seconds(world: World) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report"), task("sync", "*/30 * * * *")])
+    until(lambda: len(world.cronjobs()) == 2, "the CronJobs")
+    world.apps.patch_namespaced_deployment(
+        "web",
+        world.namespace,
+        {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example.com/shop/web:2.0",
+                                                        "env": [{"name": "FEATURE", "value": "on"}]}]}}}},
+    )  # fmt: skip
+    until(lambda: {image_of(c) for c in world.cronjobs().values()} == {"registry.example.com/shop/web:2.0"},
+          "the new image on every CronJob", timeout=10)  # fmt: skip
+    env = world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "FEATURE", "value": "on"} in env
+    until(lambda: world.get("shop")["status"]["deployment"]["image"] == "registry.example.com/shop/web:2.0",
+          "the status image")  # fmt: skip
+
+
+def test_missing_deployment_keeps_cronjobs_and_says_so(world: World) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report")])
+    until(lambda: world.condition("shop").get("status") == "True", "Ready=True")
+    before = world.cronjobs()["shop-report"]["metadata"]["resourceVersion"]
+    world.apps.delete_namespaced_deployment("web", world.namespace)
+    ready = until(lambda: world.condition("shop").get("reason") == "DeploymentNotFound" and world.condition("shop"),
+                  "DeploymentNotFound")  # fmt: skip
+    assert ready["status"] == "False"
+    assert "'web' not found" in ready["message"]
+    assert world.cronjobs()["shop-report"]["metadata"]["resourceVersion"] == before  # left as it was
+    until(lambda: any(e["reason"] == "DeploymentNotFound" for e in world.events("shop")), "the Event")
+    world.deployment(image="registry.example.com/shop/web:1.4.3")
+    until(lambda: world.condition("shop").get("status") == "True", "Ready=True again")
+    assert image_of(world.cronjobs()["shop-report"]) == "registry.example.com/shop/web:1.4.3"
+
+
+def test_invalid_task_is_named_and_the_others_reconcile(world: World) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report"), task("broken", "0 17 * * 7"), task("sync", "0 * * * *")])
+    until(lambda: set(world.cronjobs()) == {"shop-report", "shop-sync"}, "the two valid CronJobs")
+    ready = until(lambda: world.condition("shop").get("reason") == "InvalidSpec" and world.condition("shop"),
+                  "InvalidSpec")  # fmt: skip
+    assert ready["status"] == "False"
+    assert "task 'broken' (spec.tasks[1].schedule)" in ready["message"]
+    event = until(lambda: next((e for e in world.events("shop") if e["reason"] == "InvalidSpec"), None), "the Event")
+    assert event["type"] == "Warning"
+    assert "task 'broken' (spec.tasks[1].schedule)" in event["message"]
+    assert "above the maximum 6" in event["message"]
+    # fixing it converges to Ready with three CronJobs
+    world.patch("shop", {"spec": {"tasks": [task("report"), task("broken", "0 17 * * 0"), task("sync", "0 * * * *")]}})
+    until(lambda: len(world.cronjobs()) == 3 and world.condition("shop").get("status") == "True", "the fix")
+
+
+def test_task_conflict_the_older_appschedule_keeps_the_task(world: World) -> None:
+    world.deployment()
+    world.appschedule("blue", [task("report"), task("blue-only")])
+    until(lambda: set(world.cronjobs()) == {"blue-report", "blue-blue-only"}, "blue's CronJobs")
+    world.appschedule("green", [task("report"), task("green-only")])
+    until(lambda: world.condition("green").get("reason") == "TaskConflict", "green's TaskConflict")
+    assert "'report'" in world.condition("green")["message"] and "'blue'" in world.condition("green")["message"]
+    assert set(world.cronjobs()) == {"blue-report", "blue-blue-only", "green-green-only"}
+    assert world.condition("blue")["status"] == "True"
+    until(lambda: any(e["reason"] == "TaskConflict" for e in world.events("green")), "the TaskConflict Event")
+    world.custom.delete_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL, "blue")
+    until(lambda: set(world.cronjobs()) == {"green-report", "green-green-only"}, "green to take the task over", 60)
+    until(lambda: world.condition("green").get("status") == "True", "green Ready")
+
+
+def test_resync_of_an_unchanged_appschedule_writes_nothing(world: World, operator: OperatorProcess) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *")])
+    until(lambda: world.condition("shop").get("status") == "True" and len(world.cronjobs()) == 2, "convergence")
+    until(lambda: operator.reconciles(world.namespace, "shop")[-1]["writes"] == 0, "a reconcile with nothing to do")
+    versions = {"shop": world.get("shop")["metadata"]["resourceVersion"]}
+    versions.update({n: c["metadata"]["resourceVersion"] for n, c in world.cronjobs().items()})
+    seen = len(operator.reconciles(world.namespace, "shop"))
+    until(lambda: len(operator.reconciles(world.namespace, "shop")) >= seen + 3, "three resyncs", timeout=30)
+    assert [r["writes"] for r in operator.reconciles(world.namespace, "shop")[seen:]] == [0] * (
+        len(operator.reconciles(world.namespace, "shop")) - seen
+    )
+    after = {"shop": world.get("shop")["metadata"]["resourceVersion"]}
+    after.update({n: c["metadata"]["resourceVersion"] for n, c in world.cronjobs().items()})
+    assert after == versions
+
+
+def many_tasks(i: int, tasks: int) -> list[dict[str, Any]]:
+    """Task names are unique within a namespace, so each AppSchedule's carry its number."""
+    return [task(f"t{i:02d}-{j}", f"{j} {i % 24} * * *") for j in range(tasks)]
+
+
+def expected_names(count: int, tasks: int) -> set[str]:
+    return {f"app-{i:02d}-t{i:02d}-{j}" for i in range(count) for j in range(tasks)}
+
+
+def create_many(world: World, count: int, tasks: int) -> None:
+    for i in range(count):
+        world.appschedule(f"app-{i:02d}", many_tasks(i, tasks))
+
+
+def all_ready(world: World, count: int) -> bool:
+    raw = world.custom.list_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL)
+    ready = [
+        a for a in raw["items"]
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in (a.get("status") or {}).get("conditions") or [])
+    ]  # fmt: skip
+    return len(ready) == count
+
+
+def test_twenty_appschedules_created_at_once_converge(world: World) -> None:
+    world.deployment()
+    create_many(world, 20, 3)
+    until(lambda: set(world.cronjobs()) == expected_names(20, 3), "60 CronJobs", timeout=90)
+    until(lambda: all_ready(world, 20), "20 Ready AppSchedules", timeout=60)
+
+
+def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: World, operator: OperatorProcess) -> None:
+    world.deployment()
+    operator.kill()  # SIGKILL: no cleanup of any kind
+    try:
+        create_many(world, 20, 5)
+        operator.start()
+        until(lambda: 0 < len(world.cronjobs()) < 100 and world.cronjobs(), "the first CronJobs")
+        operator.kill()  # in the middle of reconciling the 20
+        partial = set(world.cronjobs())
+        assert partial < expected_names(20, 5)
+        # while it is down, make one CronJob stale and one orphan-looking (a removed task)
+        world.patch("app-00", {"spec": {"tasks": many_tasks(0, 4)}})
+    finally:
+        operator.start()
+    expected = expected_names(20, 5) - {"app-00-t00-4"}
+    until(lambda: set(world.cronjobs()) == expected, "exactly the expected 99 CronJobs", timeout=120)
+    until(lambda: all_ready(world, 20), "20 Ready AppSchedules", timeout=60)
+    uids = {a["metadata"]["name"]: a["metadata"]["uid"] for a in
+            world.custom.list_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL)["items"]}  # fmt: skip
+    for name, cronjob in world.cronjobs().items():
+        (owner,) = cronjob["metadata"]["ownerReferences"]
+        assert owner["uid"] == uids[name[:6]]
+        assert cronjob["spec"]["schedule"] == f"{name[-1]} {int(name[4:6]) % 24} * * *"
+
+
+def test_a_bad_object_never_stops_the_operator(world: World, operator: OperatorProcess) -> None:
+    world.deployment()
+    # an object the API server accepts but nothing else would: a Deployment of that name does not exist,
+    # a container that does not exist, and an unknown time zone; then a good one must still converge
+    world.appschedule("nodeploy", [task("a")], deployment="missing")
+    bad = world.appschedule("nocontainer", [task("b")])
+    world.patch("nocontainer", {"spec": {"deploymentRef": {"name": "web", "container": "nope"},
+                                         "timeZone": "Mars/Phobos"}})  # fmt: skip
+    world.appschedule("good", [task("c")])
+    until(lambda: "good-c" in world.cronjobs(), "the good AppSchedule to converge")
+    until(lambda: world.condition("nocontainer").get("reason") == "InvalidSpec", "InvalidSpec on nocontainer")
+    assert "container 'nope' not found" in world.condition("nocontainer")["message"]
+    assert world.condition("nodeploy")["reason"] == "DeploymentNotFound"
+    assert bad["metadata"]["name"] == "nocontainer"
+    assert operator.process is not None and operator.process.poll() is None
+    with pytest.raises(ApiException):
+        world.get("does-not-exist")

@@ -1,0 +1,153 @@
+"""reconcile.plan: what one reconcile does, decided without a cluster."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from appschedule.reconcile import HASH_ANNOTATION, holds, plan, task_owners
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def deployment() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
+    return data
+
+
+@pytest.fixture
+def appschedule() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((EXAMPLES / "appschedule.yaml").read_text())
+    data["metadata"].update(uid="uid-shop", generation=1, creationTimestamp="2026-03-01T00:00:00Z")
+    return data
+
+
+def as_existing(manifests: list[dict[str, Any]], uid: str = "uid-shop") -> list[dict[str, Any]]:
+    """What the API server would hand back after applying: ours, plus defaults it adds."""
+    existing = copy.deepcopy(manifests)
+    for cronjob in existing:
+        cronjob["metadata"]["uid"] = f"cj-{cronjob['metadata']['name']}"
+        cronjob["metadata"]["ownerReferences"][0]["uid"] = uid
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["dnsPolicy"] = "ClusterFirst"  # a default
+    return existing
+
+
+def converge(appschedule: dict[str, Any], deployment: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    first = plan(appschedule, deployment, [], [], NOW)
+    settled = {**appschedule, "status": first.status}
+    return settled, as_existing(first.apply)
+
+
+def test_first_reconcile_applies_everything_and_sets_status(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    result = plan(appschedule, deployment, [], [], NOW)
+    assert [m["metadata"]["name"] for m in result.apply] == ["shop-weekly-report", "shop-nightly-cleanup",
+                                                             "shop-sync-inventory"]  # fmt: skip
+    assert all(HASH_ANNOTATION in m["metadata"]["annotations"] for m in result.apply)
+    assert result.delete == []
+    assert result.status_changed
+    status = result.status
+    assert status["conditions"][0]["status"] == "True"
+    assert status["observedGeneration"] == 1
+    assert status["deployment"] == {"name": "web", "image": "registry.example.com/shop/web:1.4.2"}
+    assert status["nextRunTime"] == "2026-03-27T12:05:00Z"  # the 5-minute sync
+    assert {t["name"]: t["nextRunTime"] for t in status["tasks"]}["weekly-report"] == "2026-03-27T16:00:00Z"
+
+
+def test_nothing_changed_means_nothing_to_write(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    again = plan(settled, deployment, cronjobs, [], NOW)
+    assert again.apply == []
+    assert again.delete == []
+    assert not again.status_changed
+    assert again.events == []
+
+
+def test_hand_edit_and_rollout_are_reapplied(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    cronjobs[0]["spec"]["schedule"] = "* * * * *"
+    assert [m["metadata"]["name"] for m in plan(settled, deployment, cronjobs, [], NOW).apply] == ["shop-weekly-report"]
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/shop/web:2"
+    assert len(plan(settled, deployment, cronjobs, [], NOW).apply) == 3
+
+
+def test_removed_task_deletes_only_our_cronjob(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    foreign = copy.deepcopy(cronjobs[0])
+    foreign["metadata"].update(name="shop-someone-elses", uid="x")
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "another-appschedule"
+    settled["spec"]["tasks"] = settled["spec"]["tasks"][1:]
+    result = plan(settled, deployment, [*cronjobs, foreign], [], NOW)
+    assert result.delete == ["shop-weekly-report"]
+
+
+def test_missing_deployment_touches_no_cronjob(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    result = plan(settled, None, cronjobs, [], NOW)
+    assert result.apply == []
+    assert result.delete == []
+    ready = result.status["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "DeploymentNotFound")
+    assert result.status["deployment"]["image"] == "registry.example.com/shop/web:1.4.2"  # what still runs
+    assert [e.reason for e in result.events] == ["DeploymentNotFound"]
+    assert all("nextRunTime" in t for t in result.status["tasks"])  # the CronJobs still run
+
+
+def test_invalid_task_keeps_its_old_cronjob_and_is_reported_once(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    settled["spec"]["tasks"][0]["schedule"] = "0 17 * * 7"
+    result = plan(settled, deployment, cronjobs, [], NOW)
+    assert result.delete == []
+    assert result.apply == []
+    ready = result.status["conditions"][0]
+    assert ready["reason"] == "InvalidSpec"
+    assert "task 'weekly-report' (spec.tasks[0].schedule)" in ready["message"]
+    assert [e.reason for e in result.events] == ["InvalidSpec"]
+    repeat = plan({**settled, "status": result.status}, deployment, cronjobs, [], NOW)
+    assert repeat.events == []
+    assert not repeat.status_changed
+
+
+def test_spec_level_error_deletes_nothing(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    settled["spec"]["deploymentRef"]["container"] = "nope"
+    result = plan(settled, deployment, cronjobs, [], NOW)
+    assert result.delete == []
+    assert result.status["conditions"][0]["reason"] == "InvalidSpec"
+
+
+def test_the_older_appschedule_keeps_a_task(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    older = copy.deepcopy(appschedule)
+    older["metadata"].update(name="blue", uid="uid-blue", creationTimestamp="2026-02-01T00:00:00Z")
+    older["spec"]["tasks"] = [appschedule["spec"]["tasks"][0]]
+    assert task_owners(appschedule, [older])["weekly-report"] == "blue"
+    result = plan(appschedule, deployment, [], [older], NOW)
+    assert "shop-weekly-report" not in [m["metadata"]["name"] for m in result.apply]
+    ready = result.status["conditions"][0]
+    assert ready["reason"] == "TaskConflict"
+    assert "'blue'" in ready["message"]
+    assert [t.get("cronJob") for t in result.status["tasks"]] == [None, "shop-nightly-cleanup", "shop-sync-inventory"]
+
+
+def test_condition_keeps_its_transition_time_while_status_holds(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    later = plan(settled, deployment, cronjobs, [], NOW.replace(minute=1))
+    assert later.status["conditions"][0]["lastTransitionTime"] == "2026-03-27T12:00:00Z"
+
+
+def test_holds_treats_empty_as_absent_and_allows_defaults() -> None:
+    assert holds({"a": [], "b": {"c": 1}}, {"b": {"c": 1, "d": 2}})
+    assert not holds({"a": [1]}, {"a": [1, 2]})
+    assert not holds({"a": 1}, {"a": "1"})
