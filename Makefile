@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/cluster/localcluster.py
 
-.PHONY: run venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
+.PHONY: run bench venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,9 @@ integration: venv tools  ## starts the local cluster for the session unless one 
 	$(BIN)/pytest tests/integration
 
 test: lint typecheck unit integration  ## what CI runs
+
+bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the same run
+	$(BIN)/python bench/bench_core.py
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -136,12 +136,24 @@ class OperatorProcess:
         self.kubeconfig = kubeconfig
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
+        self.liveness = "http://127.0.0.1:36290/healthz"
 
     def start(self) -> None:
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "appschedule", "run", "--resync-seconds", "3", "--log-format", "json"],
+                [
+                    sys.executable,
+                    "-m",
+                    "appschedule",
+                    "run",
+                    "--resync-seconds",
+                    "3",
+                    "--log-format",
+                    "json",
+                    "--liveness",
+                    self.liveness,
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -41,6 +41,13 @@ def test_server_reports_its_real_version(api: client.ApiClient) -> None:
     assert int(version.minor) >= 32
 
 
+def test_second_up_reuses_the_running_cluster(cluster: ClusterUnderTest) -> None:
+    local = cluster.need_local()
+    pids = {c: local.pid(c) for c in ("etcd", "kube-apiserver")}
+    assert local.up() is False
+    assert {c: local.pid(c) for c in ("etcd", "kube-apiserver")} == pids
+
+
 def test_node_is_ready(api: client.ApiClient) -> None:
     nodes = client.CoreV1Api(api).list_node().items
     ready = [n for n in nodes if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,11 @@ def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: Wo
         (owner,) = cronjob["metadata"]["ownerReferences"]
         assert owner["uid"] == uids[name[:6]]
         assert cronjob["spec"]["schedule"] == f"{name[-1]} {int(name[4:6]) % 24} * * *"
+
+
+def test_liveness_endpoint_answers(operator: OperatorProcess) -> None:
+    with urllib.request.urlopen(operator.liveness, timeout=10) as response:
+        assert response.status == 200
 
 
 def test_a_bad_object_never_stops_the_operator(world: World, operator: OperatorProcess) -> None:
