@@ -256,10 +256,10 @@ def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: Wo
     try:
         create_many(world, 20, 5)
         operator.start()
-        until(lambda: 0 < len(world.cronjobs()) < 100 and world.cronjobs(), "the first CronJobs")
+        wait_for(lambda: world.cronjobs(), timeout=30, what="the first CronJobs", interval=0.02)
         operator.kill()  # in the middle of reconciling the 20
         partial = set(world.cronjobs())
-        assert partial < expected_names(20, 5)
+        assert partial < expected_names(20, 5), "the operator finished before it was killed: kill it sooner"
         # while it is down, make one CronJob stale and one orphan-looking (a removed task)
         world.patch("app-00", {"spec": {"tasks": many_tasks(0, 4)}})
     finally:
