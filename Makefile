@@ -39,8 +39,8 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-unit: venv
-	$(BIN)/pytest tests/unit
+unit: venv  ## APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
+	APPSCHEDULE_REQUIRE_GO=1 $(BIN)/pytest tests/unit
 
 integration: venv tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
 	$(BIN)/pytest tests/integration

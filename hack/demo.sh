@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # `make run`: the operator with a live demo. Uses the current kubeconfig when it reaches a cluster,
-# otherwise starts the local cluster (hack/cluster); installs the CRD, applies examples/ and runs the
+# otherwise (or with APPSCHEDULE_LOCAL=1) starts the local cluster (hack/cluster); installs the CRD, applies examples/ and runs the
 # operator in the foreground (Ctrl-C stops it; `make cluster-down` stops a local cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBECTL=.tools/bin/kubectl
 
-if [ -n "${KUBECONFIG:-}" ] || [ -f "$HOME/.kube/config" ]; then
+if [ "${APPSCHEDULE_LOCAL:-}" != 1 ] && { [ -n "${KUBECONFIG:-}" ] || [ -f "$HOME/.kube/config" ]; }; then
   if "$KUBECTL" version --request-timeout=5s >/dev/null 2>&1; then
-    echo "using the cluster of the current kubeconfig: $("$KUBECTL" config current-context)"
+    echo "using the cluster of the current kubeconfig, context $("$KUBECTL" config current-context)" \
+      "(APPSCHEDULE_LOCAL=1 make run starts a local one instead)"
   else
-    echo "the current kubeconfig reaches no cluster; set KUBECONFIG= (empty) to use the local one" >&2
+    echo "the current kubeconfig reaches no cluster; APPSCHEDULE_LOCAL=1 make run uses a local one" >&2
     exit 1
   fi
 else

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -40,7 +41,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -543,8 +544,20 @@ class Cluster:
 
     # -- whole cluster
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One up or down at a time per state directory (two would remove each other's state)."""
+        self.state.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.state.parent / f".{self.state.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
     def up(self) -> bool:
         """Start the cluster, or reuse the one running from this state directory. True when started."""
+        with self._locked():
+            return self._up()
+
+    def _up(self) -> bool:
         if self.running():
             if self.healthy():
                 print(f"reusing the running cluster in {self.state}")
@@ -569,7 +582,7 @@ class Cluster:
                 self.start(component)
             self._add_node()
         except BaseException:
-            self.down(quiet=True)
+            self._down(quiet=True)
             raise
         print(f"cluster up in {time.monotonic() - started:.1f}s")
         return True
@@ -607,6 +620,10 @@ class Cluster:
 
     def down(self, *, quiet: bool = False) -> None:
         """Stop exactly the processes this state directory started, newest first, and remove the state."""
+        with self._locked():
+            self._down(quiet=quiet)
+
+    def _down(self, *, quiet: bool = False) -> None:
         for component in reversed(COMPONENTS):
             self.stop(component)
         if self.state.exists():

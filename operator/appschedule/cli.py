@@ -177,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as error:
         print(f"appschedule: {error}", file=sys.stderr)
         return 1
+    except (KeyError, TypeError, AttributeError, ValueError) as error:  # input of a shape nothing expected
+        print(f"appschedule: cannot read the input ({type(error).__name__}: {error})", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
 

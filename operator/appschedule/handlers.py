@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -110,6 +111,17 @@ class Cluster:
         response = self.batch.list_namespaced_cron_job(namespace, label_selector=selector, _preload_content=False)
         return list(self._json(response)["items"])
 
+    def controller_of(self, namespace: str, name: str) -> str | None:
+        """The uid of the controller of an existing CronJob ("" when it has none), None when there is none."""
+        try:
+            cronjob = self._json(self.batch.read_namespaced_cron_job(name, namespace, _preload_content=False))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        owners = cronjob["metadata"].get("ownerReferences") or []
+        return next((str(o.get("uid")) for o in owners if o.get("controller")), "")
+
     def apply_cronjob(self, manifest: Mapping[str, Any]) -> None:
         self.batch.patch_namespaced_cron_job(
             manifest["metadata"]["name"],
@@ -162,22 +174,54 @@ class Cluster:
         self.core.create_namespaced_event(meta["namespace"], body)
 
 
+def _refusal(error: ApiException) -> str | None:
+    """The API server's reason for refusing an object, when retrying the same object cannot help."""
+    if error.status in (400, 403, 404, 422) or (error.status == 500 and "typed patch" in str(error.body)):
+        try:
+            return str(json.loads(error.body).get("message") or error.reason)
+        except (TypeError, ValueError):
+            return str(error.reason)
+    return None
+
+
 def reconcile(cluster: Cluster, key: Key, now: datetime) -> Outcome:
-    """Read the world for one AppSchedule, plan, and write what the plan says (nothing, usually)."""
+    """Read the world for one AppSchedule, plan, and write what the plan says (nothing, usually).
+
+    A CronJob the API server refuses (or whose name a CronJob we do not control already holds) is
+    reported for its task and the rest of the plan still happens."""
     namespace, name = key
     appschedule = cluster.get_appschedule(namespace, name)
     if appschedule is None or appschedule["metadata"].get("deletionTimestamp"):
         return Outcome(gone=True)  # its CronJobs go with it: garbage collection by ownerReference
     deployment_name = str(((appschedule.get("spec") or {}).get("deploymentRef") or {}).get("name") or "")
     deployment = cluster.get_deployment(namespace, deployment_name)
-    cronjobs = cluster.list_cronjobs(namespace, name)
+    # a name too long for a label value cannot select anything; render reports it
+    cronjobs = cluster.list_cronjobs(namespace, name) if len(name) <= naming.TASK_NAME_MAX else []
     siblings = [a for a in cluster.list_appschedules(namespace) if a["metadata"]["name"] != name]
     decided: Plan = plan(appschedule, deployment, cronjobs, siblings, now)
 
     outcome = Outcome()
+    existing = {c["metadata"]["name"] for c in cronjobs}
+    rejected: dict[str, str] = {}
     for manifest in decided.apply:
-        cluster.apply_cronjob(manifest)
-        outcome.applied += 1
+        task = manifest["metadata"]["labels"][naming.LABEL_TASK]
+        cronjob = manifest["metadata"]["name"]
+        holder = None if cronjob in existing else cluster.controller_of(namespace, cronjob)
+        if holder is not None and holder != appschedule["metadata"]["uid"]:
+            rejected[task] = (
+                f"a CronJob named {cronjob!r} already exists and is not this AppSchedule's; rename or remove it"
+            )
+            continue
+        try:
+            cluster.apply_cronjob(manifest)
+            outcome.applied += 1
+        except ApiException as error:
+            refusal = _refusal(error)
+            if refusal is None:
+                raise
+            rejected[task] = f"the API server refused CronJob {cronjob!r}: {refusal}"
+    if rejected:
+        decided = plan(appschedule, deployment, cronjobs, siblings, now, rejected=rejected)
     uids = {c["metadata"]["name"]: c["metadata"].get("uid") for c in cronjobs}
     for cronjob in decided.delete:
         cluster.delete_cronjob(namespace, cronjob, uids.get(cronjob))
@@ -209,11 +253,12 @@ class Controller:
     failures: dict[Key, int] = field(default_factory=dict)
     known: dict[Key, str] = field(default_factory=dict)  # AppSchedule -> its Deployment's name
     generations: dict[Key, Any] = field(default_factory=dict)
+    backoff: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # one retry timer per failing key
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    def enqueue(self, key: Key, delay: float = 0) -> None:
-        if delay > 0:
-            asyncio.get_running_loop().call_later(delay, self.enqueue, key)
+    def enqueue(self, key: Key) -> None:
+        """Queue a reconcile now, unless one is queued, or a retry is waiting (its timer will queue it)."""
+        if key in self.backoff:
             return
         if key in self.active:
             self.dirty.add(key)
@@ -234,6 +279,8 @@ class Controller:
         self.tasks.append(asyncio.create_task(self._resync()))
 
     async def stop(self) -> None:
+        for timer in self.backoff.values():
+            timer.cancel()
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -247,9 +294,18 @@ class Controller:
     async def _worker(self, number: int) -> None:
         while True:
             key = await self.queue.get()
-            self.pending.discard(key)
-            self.active.add(key)
-            started = time.monotonic()
+            try:
+                await self._process(key)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:  # nothing may end a worker: it would silently stop reconciling
+                log.exception("worker %d: unexpected failure on %s/%s", number, *key)
+
+    async def _process(self, key: Key) -> None:
+        self.pending.discard(key)
+        self.active.add(key)
+        started = time.monotonic()
+        try:
             try:
                 outcome = await asyncio.to_thread(reconcile, self.cluster, key, datetime.now(UTC))
             except ApiException as error:
@@ -259,8 +315,6 @@ class Controller:
                 self._retry(key, repr(error))
             else:
                 self.failures.pop(key, None)
-                if outcome.gone:
-                    self.known.pop(key, None)
                 log.info(
                     "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d writes=%d in %.0fms",
                     *key,
@@ -272,18 +326,24 @@ class Controller:
                     (time.monotonic() - started) * 1000,
                     extra={"namespace": key[0], "appschedule": key[1], "writes": outcome.writes},
                 )
-            finally:
-                self.active.discard(key)
-                if key in self.dirty:
-                    self.dirty.discard(key)
-                    self.enqueue(key)
+        finally:
+            self.active.discard(key)
+            if key in self.dirty:
+                self.dirty.discard(key)
+                self.enqueue(key)
 
     def _retry(self, key: Key, why: str, *, conflict: bool = False) -> None:
+        """One timer per failing key; events and resyncs meanwhile wait for it (no pile-up)."""
         attempts = self.failures.get(key, 0) + 1
         self.failures[key] = attempts
-        delay = 0.2 if conflict else min(60.0, 0.5 * 2 ** (attempts - 1))
+        delay = 0.2 if conflict else min(60.0, 0.5 * 2 ** min(attempts - 1, 7))
         log.warning("reconcile of %s/%s failed (%s); retry %d in %.1fs", *key, why, attempts, delay)
-        self.enqueue(key, delay)
+        if key not in self.backoff:
+            self.backoff[key] = asyncio.get_running_loop().call_later(delay, self._retry_now, key)
+
+    def _retry_now(self, key: Key) -> None:
+        self.backoff.pop(key, None)
+        self.enqueue(key)
 
 
 def _controller(memo: kopf.Memo) -> Controller:
@@ -292,11 +352,14 @@ def _controller(memo: kopf.Memo) -> Controller:
 
 
 def api_client() -> client.ApiClient:
-    """In the cluster: the pod's ServiceAccount; outside: the current kubeconfig (KUBECONFIG)."""
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
+    """KUBECONFIG when it is set; else, in a pod, its ServiceAccount; else the default kubeconfig."""
+    if os.environ.get("KUBECONFIG"):
         config.load_kube_config()
+    else:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
     return client.ApiClient()
 
 

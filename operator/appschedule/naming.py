@@ -57,7 +57,7 @@ def cronjob_name(appschedule: str, task: str) -> str:
     if len(full) <= CRONJOB_NAME_MAX:
         return full
     keep = CRONJOB_NAME_MAX - HASH_LENGTH - 1
-    return f"{full[:keep].rstrip('-')}-{short_hash(appschedule, task)}"
+    return f"{full[:keep].rstrip('-.')}-{short_hash(appschedule, task)}"
 
 
 def labels(appschedule: str, task: str) -> dict[str, str]:

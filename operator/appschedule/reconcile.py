@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from . import naming
@@ -85,15 +87,38 @@ def with_hash(manifest: Manifest) -> Manifest:
     return stamped
 
 
-def holds(want: Any, have: Any) -> bool:
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$")
+_SUFFIX = {"m": Decimal("0.001"), "": Decimal(1), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+           "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10,
+           "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50,
+           "Ei": Decimal(2) ** 60}  # fmt: skip
+
+
+def quantity(value: Any) -> Decimal | None:
+    """A Kubernetes resource quantity's value ("500m", "1Gi", 2, "1e3"), None when it is not one."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        return None
+    number, exponent, suffix = match.groups()
+    scale = Decimal(10) ** int(exponent[1:]) if exponent else _SUFFIX[suffix or ""]
+    return Decimal(number) * scale
+
+
+def holds(want: Any, have: Any, *, quantities: bool = False) -> bool:
     """Whether every field of ``want`` has the same value in ``have`` (which may have more: defaults).
-    An empty list or map is the same as an absent one: the API server drops them."""
-    if want in ([], {}) and have is None:
+
+    What the API server normalises counts as the same: an empty list, map or string is an absent one,
+    and under resources' limits and requests a quantity equals its canonical form (1 == "1", "0.5" == "500m")."""
+    if want in ([], {}, "") and have is None:
         return True
     if isinstance(want, Mapping):
-        return isinstance(have, Mapping) and all(holds(v, have.get(k)) for k, v in want.items())
+        return isinstance(have, Mapping) and all(
+            holds(v, have.get(k), quantities=quantities or k in ("limits", "requests")) for k, v in want.items()
+        )
     if isinstance(want, list):
         return isinstance(have, list) and len(want) == len(have) and all(map(holds, want, have))
+    if quantities and want != have:
+        return quantity(want) is not None and quantity(want) == quantity(have)
     return bool(want == have)
 
 
@@ -105,8 +130,11 @@ def in_sync(desired: Manifest, existing: Mapping[str, Any] | None) -> bool:
     annotations = (existing.get("metadata") or {}).get("annotations") or {}
     if annotations.get(HASH_ANNOTATION) != desired["metadata"]["annotations"][HASH_ANNOTATION]:
         return False
-    return holds(desired["spec"], existing.get("spec")) and holds(
-        desired["metadata"].get("labels", {}), (existing.get("metadata") or {}).get("labels")
+    meta = existing.get("metadata") or {}
+    return (
+        holds(desired["spec"], existing.get("spec"))
+        and holds(desired["metadata"].get("labels", {}), meta.get("labels"))
+        and holds(desired["metadata"].get("ownerReferences", []), meta.get("ownerReferences"))
     )
 
 
@@ -133,8 +161,13 @@ def plan(
     cronjobs: Sequence[Mapping[str, Any]],
     siblings: Sequence[Mapping[str, Any]],
     now: datetime,
+    rejected: Mapping[str, str] | None = None,
 ) -> Plan:
-    """Everything one reconcile should do; see the module docstring for the invariants."""
+    """Everything one reconcile should do; see the module docstring for the invariants.
+
+    ``rejected`` names tasks whose CronJob could not be written (the API server refused it, or the name
+    is taken by a CronJob we do not control): they are reported and keep whatever CronJob they had."""
+    rejected = rejected or {}
     meta = appschedule.get("metadata") or {}
     name, uid = str(meta.get("name")), meta.get("uid")
     generation = meta.get("generation")
@@ -162,24 +195,36 @@ def plan(
                 reason="DeploymentNotFound",
             )
         )
-        rendered = render(appschedule, {"metadata": {"name": deployment_name}, "spec": {}})
-        errors.extend(e for e in rendered.errors if e.field != "spec.deploymentRef")
-        image = (old_status.get("deployment") or {}).get("image")
+        wanted = (spec.get("deploymentRef") or {}).get("container") or "app"
+        placeholder = {"spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}}}
+        rendered = render(appschedule, placeholder)  # only for the tasks' own errors
+        errors.extend(rendered.errors)
+        image = None
     else:
         rendered = render(appschedule, deployment)
         errors.extend(rendered.errors)
         image = rendered.image
         owners = task_owners(appschedule, siblings)
+        taken = _sibling_cronjob_names(appschedule, siblings)
         for task, manifest in rendered.cronjobs.items():
             owner = owners.get(task, name)
+            cronjob = str(manifest["metadata"]["name"])
+            if owner == name and cronjob in taken:
+                conflicts.add(task)
+                errors.append(SpecError(f"spec.tasks[{_index(spec, task)}].name",
+                                        f"its CronJob name {cronjob!r} is also that of AppSchedule {taken[cronjob]}; "
+                                        "the older one keeps it", task=task, reason="TaskConflict"))  # fmt: skip
+                continue
+            if owner == name and task in rejected:
+                errors.append(SpecError(f"spec.tasks[{_index(spec, task)}]", rejected[task], task=task))
+                continue
             if owner == name:
                 desired[task] = with_hash(manifest)
                 continue
             conflicts.add(task)
-            index = next(i for i, t in enumerate(spec.get("tasks") or []) if t.get("name") == task)
             errors.append(
                 SpecError(
-                    f"spec.tasks[{index}].name",
+                    f"spec.tasks[{_index(spec, task)}].name",
                     f"already declared by AppSchedule {owner!r} in this namespace (the older one keeps it); "
                     "this AppSchedule gets no CronJob for it",
                     task=task,
@@ -194,6 +239,7 @@ def plan(
             # would cost runs; the error is reported instead
             keep = {str(m["metadata"]["name"]) for m in desired.values()}
             keep |= {naming.cronjob_name(name, e.task) for e in rendered.errors if e.task}
+            keep |= {naming.cronjob_name(name, task) for task in rejected}
             result.delete = sorted(n for n in ours if n not in keep)
 
     # -- status
@@ -249,7 +295,7 @@ def plan(
             "tasks": _merge_tasks(old_status.get("tasks") or [], tasks_status),
         }
     )
-    if image:
+    if image:  # while the Deployment is missing, the status keeps naming what the CronJobs still run
         status["deployment"] = {"name": deployment_name, "image": image}
     if next_runs:
         status["nextRunTime"] = rfc3339(min(next_runs))
@@ -257,6 +303,8 @@ def plan(
         status.pop("nextRunTime", None)
     if last_runs:
         status["lastRunTime"] = last_runs[-1]
+    else:
+        status.pop("lastRunTime", None)
     result.status = status
     result.status_changed = _comparable(status) != _comparable(old_status)
 
@@ -269,6 +317,25 @@ def plan(
         if ready["status"] == "True" and old_ready.get("status") == "False":
             result.events.append(Event("Normal", "Reconciled", ready["message"]))
     return result
+
+
+def _index(spec: Mapping[str, Any], task: str) -> int:
+    return next(i for i, t in enumerate(spec.get("tasks") or []) if isinstance(t, dict) and t.get("name") == task)
+
+
+def _sibling_cronjob_names(appschedule: Mapping[str, Any], siblings: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """CronJob names that older siblings' tasks use, with whose they are ("'x' (task 'y')")."""
+    mine = _created(appschedule)
+    taken = {}
+    for sibling in siblings:
+        if _created(sibling) > mine:
+            continue
+        sibling_name = str((sibling.get("metadata") or {}).get("name"))
+        tasks = (sibling.get("spec") or {}).get("tasks")
+        for task in tasks if isinstance(tasks, list) else []:
+            if isinstance(task, dict) and isinstance(task.get("name"), str):
+                taken[naming.cronjob_name(sibling_name, task["name"])] = f"{sibling_name!r} (task {task['name']!r})"
+    return taken
 
 
 def _merge_tasks(old: Sequence[Mapping[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -99,10 +99,24 @@ def parse_spec(raw: Mapping[str, Any]) -> ParsedSpec:
         return ParsedSpec(None, errors, [])
 
 
+def _get(obj: Any, *path: str) -> Any:
+    """obj[path...] when every step is a mapping, else None: input is never trusted to be well formed."""
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _pod(deployment: Mapping[str, Any]) -> Mapping[str, Any]:
+    pod = _get(deployment, "spec", "template", "spec")
+    return pod if isinstance(pod, Mapping) else {}
+
+
 def _container(deployment: Mapping[str, Any], wanted: str | None) -> dict[str, Any] | SpecError:
-    pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
-    containers = pod.get("containers") or []
-    name = deployment.get("metadata", {}).get("name", "?")
+    listed = _pod(deployment).get("containers")
+    containers = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
+    name = _get(deployment, "metadata", "name") or "?"
     if not containers:
         return SpecError("spec.deploymentRef", f"Deployment {name!r} has no containers")
     if wanted is None:
@@ -117,16 +131,14 @@ def _container(deployment: Mapping[str, Any], wanted: str | None) -> dict[str, A
 
 
 def _merge_env(base: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``added`` replaces variables of the same name in place and appends the others."""
-    merged = [dict(v) for v in base if not str(v.get("name", "")).startswith(RESERVED_ENV_PREFIX)]
-    index = {v["name"]: i for i, v in enumerate(merged)}
-    for variable in added:
-        if variable["name"] in index:
-            merged[index[variable["name"]]] = variable
-        else:
-            index[variable["name"]] = len(merged)
-            merged.append(variable)
-    return merged
+    """One variable per name (the API server refuses duplicates in an apply): a later one replaces an
+    earlier one in place, as the kubelet would let it win; ``added`` comes after ``base``."""
+    merged: dict[str, dict[str, Any]] = {}
+    for variable in [*base, *added]:
+        name = str(variable.get("name", ""))
+        if name and not (variable in base and name.startswith(RESERVED_ENV_PREFIX)):
+            merged[name] = dict(variable)
+    return list(merged.values())
 
 
 def _static_env(appschedule: str, namespace: str | None, task: Task, time_zone: str) -> list[dict[str, Any]]:
@@ -172,9 +184,13 @@ def _check_task(task: Task, index: int, settings: Mapping[str, Any]) -> list[Spe
 def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Rendered:
     """The CronJobs an AppSchedule means, given its Deployment, plus what is wrong with it."""
     metadata = appschedule.get("metadata") or {}
-    name = str(metadata.get("name", ""))
-    parsed = parse_spec(appschedule.get("spec") or {})
+    name = str(metadata.get("name") or "")
+    raw_spec = appschedule.get("spec")
+    parsed = parse_spec(raw_spec if isinstance(raw_spec, Mapping) else {})
     spec, errors = parsed.spec, list(parsed.errors)
+    if not name:
+        errors.append(SpecError("metadata.name", "required"))
+        return Rendered(errors=errors)
     if len(name) > naming.TASK_NAME_MAX:
         errors.append(SpecError("metadata.name", f"must be at most {naming.TASK_NAME_MAX} characters (a label value)"))
         return Rendered(errors=errors)
@@ -183,7 +199,15 @@ def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Ren
     container = _container(deployment, spec.deployment_ref.container)
     if isinstance(container, SpecError):
         return Rendered(errors=[*errors, container], spec=spec)
-    pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
+    pod = _pod(deployment)
+    for j, variable in enumerate((spec.defaults.env if spec.defaults else None) or []):
+        if variable.name.startswith(RESERVED_ENV_PREFIX):
+            errors.append(
+                SpecError(
+                    f"spec.defaults.env[{j}].name", f"{variable.name!r}: names starting APPSCHEDULE_ are reserved"
+                )
+            )
+            return Rendered(errors=errors, spec=spec)
 
     cronjobs: dict[str, Manifest] = {}
     used_names: dict[str, str] = {}

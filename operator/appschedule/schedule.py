@@ -140,6 +140,8 @@ def _parse_field(text: str, index: int) -> tuple[str, int]:
         if step_part or item.endswith("/"):
             if not _NUMBER.fullmatch(step_part):
                 raise ScheduleError(f"{where}: step {step_part!r} in {item!r} is not a number")
+            if len(step_part) > 9:
+                raise ScheduleError(f"{where}: step {step_part!r} in {item!r} is too large")
             step = int(step_part)
             if step == 0:
                 raise ScheduleError(f"{where}: step of {item!r} must be positive")
@@ -197,6 +199,8 @@ def parse(expression: str, time_zone: str = "UTC") -> Schedule:
         raise ScheduleError(f"schedule {expression!r}: a TZ= or CRON_TZ= prefix is not allowed; set timeZone instead")
     if not text:
         raise ScheduleError("schedule is empty")
+    if text != expression:
+        raise ScheduleError(f"schedule {expression!r} has leading or trailing spaces")
     if text.startswith("@"):
         if text.startswith("@every"):
             raise ScheduleError(

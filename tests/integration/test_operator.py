@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from .conftest import Kubectl, OperatorProcess
 from .kube import wait_for
@@ -207,7 +206,8 @@ def test_resync_of_an_unchanged_appschedule_writes_nothing(world: World, operato
     world.deployment()
     world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *")])
     until(lambda: world.condition("shop").get("status") == "True" and len(world.cronjobs()) == 2, "convergence")
-    until(lambda: operator.reconciles(world.namespace, "shop")[-1]["writes"] == 0, "a reconcile with nothing to do")
+    until(lambda: [r["writes"] for r in operator.reconciles(world.namespace, "shop")][-1:] == [0],
+          "a reconcile with nothing to do")  # fmt: skip
     versions = {"shop": world.get("shop")["metadata"]["resourceVersion"]}
     versions.update({n: c["metadata"]["resourceVersion"] for n, c in world.cronjobs().items()})
     seen = len(operator.reconciles(world.namespace, "shop"))
@@ -282,18 +282,43 @@ def test_liveness_endpoint_answers(operator: OperatorProcess) -> None:
 
 def test_a_bad_object_never_stops_the_operator(world: World, operator: OperatorProcess) -> None:
     world.deployment()
-    # an object the API server accepts but nothing else would: a Deployment of that name does not exist,
-    # a container that does not exist, and an unknown time zone; then a good one must still converge
+    # objects the API server accepts but nothing else would; then a good one must still converge
     world.appschedule("nodeploy", [task("a")], deployment="missing")
-    bad = world.appschedule("nocontainer", [task("b")])
-    world.patch("nocontainer", {"spec": {"deploymentRef": {"name": "web", "container": "nope"},
-                                         "timeZone": "Mars/Phobos"}})  # fmt: skip
-    world.appschedule("good", [task("c")])
-    until(lambda: "good-c" in world.cronjobs(), "the good AppSchedule to converge")
+    world.appschedule("nocontainer", [task("b")])
+    world.patch("nocontainer", {"spec": {"deploymentRef": {"name": "web", "container": "nope"}}})
+    world.appschedule("nozone", [task("c")])
+    world.patch("nozone", {"spec": {"timeZone": "Mars/Phobos"}})
+    world.appschedule("good", [task("d")])
+    until(lambda: "good-d" in world.cronjobs(), "the good AppSchedule to converge")
     until(lambda: world.condition("nocontainer").get("reason") == "InvalidSpec", "InvalidSpec on nocontainer")
     assert "container 'nope' not found" in world.condition("nocontainer")["message"]
-    assert world.condition("nodeploy")["reason"] == "DeploymentNotFound"
-    assert bad["metadata"]["name"] == "nocontainer"
+    until(lambda: world.condition("nozone").get("reason") == "InvalidSpec", "InvalidSpec on nozone")
+    assert "task 'c' (spec.timeZone)" in world.condition("nozone")["message"]
+    until(lambda: world.condition("nodeploy").get("reason") == "DeploymentNotFound", "DeploymentNotFound")
     assert operator.process is not None and operator.process.poll() is None
-    with pytest.raises(ApiException):
-        world.get("does-not-exist")
+
+
+def test_a_cronjob_the_api_server_refuses_is_named_and_the_others_apply(world: World) -> None:
+    world.deployment()
+    greedy = task("greedy", resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}})  # requests > limits
+    world.appschedule("shop", [greedy, task("fine")])
+    until(lambda: set(world.cronjobs()) == {"shop-fine"}, "the acceptable CronJob")
+    ready = until(lambda: world.condition("shop").get("reason") == "InvalidSpec" and world.condition("shop"),
+                  "InvalidSpec")  # fmt: skip
+    assert "task 'greedy' (spec.tasks[0]): the API server refused CronJob 'shop-greedy'" in ready["message"]
+    assert "must be less than or equal to cpu limit" in ready["message"]
+
+
+def test_a_cronjob_that_is_not_ours_is_never_taken_over(world: World) -> None:
+    world.deployment()
+    world.batch.create_namespaced_cron_job(
+        world.namespace,
+        {"metadata": {"name": "shop-report"}, "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"template": {
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x"}]}}}}}},
+    )  # fmt: skip
+    world.appschedule("shop", [task("report"), task("other")])
+    until(lambda: "shop-other" in world.cronjobs(), "the other task's CronJob")
+    until(lambda: "is not this AppSchedule's" in world.condition("shop").get("message", ""), "the refusal")
+    mine = world.cronjobs()["shop-report"]
+    assert mine["spec"]["schedule"] == "0 0 * * *"
+    assert "ownerReferences" not in mine["metadata"]

@@ -59,3 +59,8 @@ def test_labels_and_key() -> None:
         "appschedule.dev/task": "sync",
     }
     assert naming.idempotency_key("sync", "2026-09-11T15:00:00Z") == "sync@2026-09-11T15:00:00Z"
+
+
+def test_a_cut_never_ends_in_a_dot() -> None:
+    name = naming.cronjob_name("a" * 41 + ".b", "report")
+    assert not name[: -naming.HASH_LENGTH - 1].endswith((".", "-"))

@@ -151,3 +151,64 @@ def test_holds_treats_empty_as_absent_and_allows_defaults() -> None:
     assert holds({"a": [], "b": {"c": 1}}, {"b": {"c": 1, "d": 2}})
     assert not holds({"a": [1]}, {"a": [1, 2]})
     assert not holds({"a": 1}, {"a": "1"})
+
+
+def test_refused_cronjob_is_reported_and_keeps_what_it_had(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/shop/web:2"
+    refused = {"weekly-report": "the API server refused CronJob 'shop-weekly-report': limits < requests"}
+    result = plan(settled, deployment, cronjobs, [], NOW, rejected=refused)
+    assert [m["metadata"]["name"] for m in result.apply] == ["shop-nightly-cleanup", "shop-sync-inventory"]
+    assert result.delete == []
+    ready = result.status["conditions"][0]
+    assert ready["reason"] == "InvalidSpec"
+    assert "task 'weekly-report' (spec.tasks[0]): the API server refused" in ready["message"]
+    assert result.status["tasks"][0]["cronJob"] == "shop-weekly-report"  # the old one still runs
+
+
+def test_cronjob_name_collision_with_an_older_sibling(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    older = copy.deepcopy(appschedule)
+    older["metadata"].update(name="shop-weekly", uid="uid-older", creationTimestamp="2026-02-01T00:00:00Z")
+    older["spec"]["tasks"] = [{"name": "report", "schedule": "0 1 * * *", "command": ["x"]}]  # shop-weekly-report
+    result = plan(appschedule, deployment, [], [older], NOW)
+    assert "shop-weekly-report" not in [m["metadata"]["name"] for m in result.apply]
+    assert "also that of AppSchedule 'shop-weekly' (task 'report')" in result.status["conditions"][0]["message"]
+
+
+def test_removed_owner_reference_is_put_back(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    del cronjobs[1]["metadata"]["ownerReferences"]
+    assert [m["metadata"]["name"] for m in plan(settled, deployment, cronjobs, [], NOW).apply] == [
+        "shop-nightly-cleanup"
+    ]
+
+
+def test_server_normalised_quantities_and_empty_values_are_in_sync(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": 1, "memory": "1024Mi"}, "limits": {"cpu": "0.5"}}
+    container["env"].append({"name": "EMPTY", "value": ""})
+    settled, cronjobs = converge(appschedule, deployment)
+    for cronjob in cronjobs:  # what the API server hands back
+        run = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+        if run["resources"].get("limits", {}).get("cpu") == "0.5":
+            run["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "500m"}}
+        next(v for v in run["env"] if v["name"] == "EMPTY").pop("value")
+    assert plan(settled, deployment, cronjobs, [], NOW).apply == []
+    assert not holds({"limits": {"cpu": "1"}}, {"limits": {"cpu": "2"}})
+
+
+def test_missing_deployment_keeps_the_image_status_and_reports_task_errors(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    settled, cronjobs = converge(appschedule, deployment)
+    settled["spec"]["deploymentRef"]["name"] = "renamed"
+    settled["spec"]["tasks"][2]["schedule"] = "61 * * * *"
+    result = plan(settled, None, cronjobs, [], NOW)
+    assert result.status["deployment"] == {"name": "web", "image": "registry.example.com/shop/web:1.4.2"}
+    message = result.status["conditions"][0]["message"]
+    assert "'renamed' not found" in message
+    assert "task 'sync-inventory' (spec.tasks[2].schedule)" in message

@@ -232,3 +232,29 @@ def test_unicode_and_over_long_task_names(appschedule: dict[str, Any], deploymen
 def test_offline_render_has_no_owner(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
     del appschedule["metadata"]["uid"]
     assert "ownerReferences" not in render(appschedule, deployment).cronjobs["sync-inventory"]["metadata"]
+
+
+def test_reserved_names_in_defaults_env(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    appschedule["spec"]["defaults"]["env"] = [{"name": "APPSCHEDULE_TASK", "value": "x"}]
+    result = render(appschedule, deployment)
+    assert result.cronjobs == {}
+    assert [e.field for e in result.errors] == ["spec.defaults.env[0].name"]
+
+
+def test_one_variable_per_name(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "NODE_ENV", "value": "later"})  # a duplicate in the Deployment: the later one wins
+    appschedule["spec"]["tasks"][0]["env"] = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
+    names = env_names(render(appschedule, deployment).cronjobs["weekly-report"])
+    assert len(names) == len(set(names))
+    values = {
+        v["name"]: v.get("value")
+        for v in container_of(render(appschedule, deployment).cronjobs["weekly-report"])["env"]
+    }
+    assert values["NODE_ENV"] == "later"
+    assert values["A"] == "2"
+
+
+def test_malformed_input_is_an_error_not_a_crash(appschedule: dict[str, Any]) -> None:
+    assert render(appschedule, {"spec": []}).errors[0].field == "spec.deploymentRef"
+    assert render({"spec": appschedule["spec"]}, {}).errors[-1].field == "metadata.name"
