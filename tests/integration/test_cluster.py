@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from functools import partial
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -46,6 +47,14 @@ def test_second_up_reuses_the_running_cluster(cluster: ClusterUnderTest) -> None
     pids = {c: local.pid(c) for c in ("etcd", "kube-apiserver")}
     assert local.up() is False
     assert {c: local.pid(c) for c in ("etcd", "kube-apiserver")} == pids
+
+
+def test_a_second_cluster_never_starts_on_the_same_ports(cluster: ClusterUnderTest, tmp_path: Path) -> None:
+    local = cluster.need_local()
+    other = type(local)(tmp_path / "other")  # a Cluster with a state directory of its own
+    with pytest.raises(SystemExit, match="ports in use"):
+        other.up()
+    assert other.running() == []
 
 
 def test_node_is_ready(api: client.ApiClient) -> None:
