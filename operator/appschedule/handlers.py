@@ -52,7 +52,6 @@ class Outcome:
     deleted: int = 0
     status: int = 0
     events: int = 0
-    gone: bool = False
 
     @property
     def writes(self) -> int:
@@ -192,7 +191,7 @@ def reconcile(cluster: Cluster, key: Key, now: datetime) -> Outcome:
     namespace, name = key
     appschedule = cluster.get_appschedule(namespace, name)
     if appschedule is None or appschedule["metadata"].get("deletionTimestamp"):
-        return Outcome(gone=True)  # its CronJobs go with it: garbage collection by ownerReference
+        return Outcome()  # gone: its CronJobs go with it: garbage collection by ownerReference
     deployment_name = str(((appschedule.get("spec") or {}).get("deploymentRef") or {}).get("name") or "")
     deployment = cluster.get_deployment(namespace, deployment_name)
     # a name too long for a label value cannot select anything; render reports it

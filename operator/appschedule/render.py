@@ -158,19 +158,24 @@ def _static_env(appschedule: str, namespace: str | None, task: Task, time_zone: 
     return env
 
 
-def _check_task(task: Task, index: int, settings: Mapping[str, Any]) -> list[SpecError]:
+def _zone_field(task: Task, spec: AppScheduleSpec, where: str) -> str:
+    """The field a task's time zone comes from: its own, spec.defaults', or spec's."""
+    if task.time_zone is not None:
+        return f"{where}.timeZone"
+    if spec.defaults is not None and spec.defaults.time_zone is not None:
+        return "spec.defaults.timeZone"
+    return "spec.timeZone"
+
+
+def _check_task(task: Task, index: int, spec: AppScheduleSpec, settings: Mapping[str, Any]) -> list[SpecError]:
     errors = []
     where = f"spec.tasks[{index}]"
     try:
         parse(task.schedule, settings["timeZone"])
     except ScheduleError as error:
         text = str(error)
-        field_name = "timeZone" if text.startswith("timeZone") else "schedule"
-        if field_name == "timeZone" and task.time_zone is None:
-            where_tz = "spec.timeZone"  # inherited from the spec
-            errors.append(SpecError(where_tz, text, task.name))
-        else:
-            errors.append(SpecError(f"{where}.{field_name}", text, task.name))
+        field = _zone_field(task, spec, where) if text.startswith("timeZone") else f"{where}.schedule"
+        errors.append(SpecError(field, text, task.name))
     for j, variable in enumerate(task.env or []):
         if variable.name.startswith(RESERVED_ENV_PREFIX):
             errors.append(
@@ -213,7 +218,7 @@ def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Ren
     used_names: dict[str, str] = {}
     for index, task in zip(parsed.indices, spec.tasks, strict=True):
         settings = task.resolved(spec)
-        task_errors = _check_task(task, index, settings)
+        task_errors = _check_task(task, index, spec, settings)
         cronjob = naming.cronjob_name(name, task.name)
         if task.name in cronjobs or cronjob in used_names:
             task_errors.append(SpecError(f"spec.tasks[{index}].name", "duplicate task name", task.name))

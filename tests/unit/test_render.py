@@ -258,3 +258,11 @@ def test_one_variable_per_name(appschedule: dict[str, Any], deployment: dict[str
 def test_malformed_input_is_an_error_not_a_crash(appschedule: dict[str, Any]) -> None:
     assert render(appschedule, {"spec": []}).errors[0].field == "spec.deploymentRef"
     assert render({"spec": appschedule["spec"]}, {}).errors[-1].field == "metadata.name"
+
+
+def test_an_inherited_bad_time_zone_names_where_it_comes_from(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    appschedule["spec"]["defaults"]["timeZone"] = "Mars/Phobos"
+    fields = {e.field for e in render(appschedule, deployment).errors}
+    assert fields == {"spec.defaults.timeZone"}  # nightly-cleanup sets its own (UTC) and renders
