@@ -115,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     import kopf
 
-    from . import handlers
+    from . import controller, handlers
 
     if args.resync_seconds <= 0 or args.workers < 1:
         raise UserError("--resync-seconds and --workers must be positive")
@@ -123,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     kopf.configure(verbose=args.verbose, log_format=formats[args.log_format], log_refkey="object")
     if not args.verbose:  # kopf reports every watch event's handler at INFO; ours log each reconcile
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    handlers.OPTIONS = handlers.Options(resync_seconds=args.resync_seconds, workers=args.workers)
+    handlers.OPTIONS = controller.Options(resync_seconds=args.resync_seconds, workers=args.workers)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(

@@ -90,6 +90,11 @@ class ResourceRequirements(Model):
     limits: dict[str, Quantity] | None = Field(None, description="Most compute resources a run may use.")
     requests: dict[str, Quantity] | None = Field(None, description="Compute resources a run is scheduled with.")
 
+    @property
+    def empty(self) -> bool:
+        """``resources: {}`` (or only empty maps) means "inherit the container's", never "BestEffort"."""
+        return not self.limits and not self.requests
+
 
 class TaskSettings(Model):
     """The settings that spec.defaults may give every task; a task's own value wins."""
@@ -100,7 +105,20 @@ class TaskSettings(Model):
         "name is replaced). Names starting APPSCHEDULE_ are reserved. In defaults: added before the task's.",
     )
     resources: ResourceRequirements | None = Field(
-        None, description="Compute resources of a run; replaces the Deployment container's when set."
+        None,
+        description="Compute resources of a run; replaces the Deployment container's when it sets limits or "
+        "requests (empty means: the container's).",
+    )
+    pod_annotations: dict[str, str] | None = Field(
+        None,
+        description="Annotations added to each run's pod, after the Deployment's pod template annotations "
+        "(same key: this value). In defaults: added before the task's.",
+    )
+    pod_labels: dict[str, str] | None = Field(
+        None,
+        description="Labels added to each run's pod, after the Deployment's pod template labels that are not in "
+        "its selector (e.g. for a NetworkPolicy). Keys under appschedule.dev/ and batch.kubernetes.io/, and "
+        "app.kubernetes.io/managed-by, are reserved.",
     )
     time_zone: str | None = Field(
         None,
@@ -168,7 +186,10 @@ class Task(TaskSettings):
         if spec.suspend:
             values["suspend"] = True
         values["env"] = [*(defaults.env or []), *(self.env or [])]
-        values["resources"] = self.resources or defaults.resources
+        own, inherited = self.resources, defaults.resources
+        values["resources"] = next((r for r in (own, inherited) if r is not None and not r.empty), None)
+        values["podAnnotations"] = {**(defaults.pod_annotations or {}), **(self.pod_annotations or {})}
+        values["podLabels"] = {**(defaults.pod_labels or {}), **(self.pod_labels or {})}
         return values
 
 

@@ -3,8 +3,15 @@
 What a task's CronJob takes from the Deployment (DESIGN.md): from the chosen container its image,
 imagePullPolicy, env, envFrom, volumeMounts (and only the pod volumes they use), resources (unless the
 task sets its own), securityContext and workingDir; from the pod its serviceAccountName,
-imagePullSecrets, securityContext, nodeSelector and tolerations. Never probes, ports, lifecycle hooks,
-sidecars, init containers, or the pod's labels (a Service selecting the app must not select its runs).
+imagePullSecrets, securityContext, nodeSelector and tolerations; from the pod template's metadata its
+annotations (so injected secrets, e.g. Vault's agent, reach the task) and its labels except those in the
+Deployment's selector (a Service selecting the app must not select its runs), then the task's own
+``podAnnotations`` and ``podLabels``. Never probes, ports, lifecycle hooks, sidecars or init containers.
+
+The Job fields we render are ours and are put back when edited by hand: among them ``parallelism: 1``
+and ``completions: 1`` (a run is one pod: five pods would be five executions of one key),
+``backoffLimit`` and ``activeDeadlineSeconds``. Fields we do not render (``ttlSecondsAfterFinished``,
+``podFailurePolicy``, an extra env variable added by hand) belong to whoever set them.
 
 Errors are values, not exceptions: a bad task yields a ``SpecError`` for that task while the others
 render; an error that concerns every task (no such container) yields no CronJob at all.
@@ -24,6 +31,7 @@ from .schedule import ScheduleError, parse
 
 Manifest = dict[str, Any]
 RESERVED_ENV_PREFIX = "APPSCHEDULE_"
+RESERVED_LABEL_PREFIXES = (f"{naming.GROUP}/", "batch.kubernetes.io/", naming.MANAGED_BY)
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,34 @@ def _pod(deployment: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod if isinstance(pod, Mapping) else {}
 
 
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def _pod_metadata(deployment: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The pod template's annotations, and its labels minus those the Deployment's selector matches on."""
+    metadata = _get(deployment, "spec", "template", "metadata")
+    selector = _strings(_get(deployment, "spec", "selector", "matchLabels"))
+    expressions = _get(deployment, "spec", "selector", "matchExpressions")
+    selected = set(selector) | {
+        str(e.get("key")) for e in (expressions if isinstance(expressions, list) else []) if isinstance(e, Mapping)
+    }
+    labels = {k: v for k, v in _strings(_get(metadata, "labels")).items() if k not in selected}
+    return {"annotations": _strings(_get(metadata, "annotations")), "labels": labels}
+
+
+def _run_metadata(
+    pod_metadata: Mapping[str, Mapping[str, str]], settings: Mapping[str, Any], labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """A run's pod metadata: the Deployment's, then the task's, then ours (which nothing overrides)."""
+    metadata: dict[str, Any] = {}
+    annotations = {**pod_metadata["annotations"], **settings["podAnnotations"]}
+    if annotations:
+        metadata["annotations"] = annotations
+    metadata["labels"] = {**pod_metadata["labels"], **settings["podLabels"], **labels}
+    return metadata
+
+
 def _container(deployment: Mapping[str, Any], wanted: str | None) -> dict[str, Any] | SpecError:
     listed = _pod(deployment).get("containers")
     containers = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
@@ -176,6 +212,10 @@ def _check_task(task: Task, index: int, spec: AppScheduleSpec, settings: Mapping
         text = str(error)
         field = _zone_field(task, spec, where) if text.startswith("timeZone") else f"{where}.schedule"
         errors.append(SpecError(field, text, task.name))
+    for key in settings["podLabels"]:
+        if key.startswith(RESERVED_LABEL_PREFIXES):
+            source = f"{where}.podLabels" if key in (task.pod_labels or {}) else "spec.defaults.podLabels"
+            errors.append(SpecError(source, f"{key!r}: this label key is reserved for the operator", task.name))
     for j, variable in enumerate(task.env or []):
         if variable.name.startswith(RESERVED_ENV_PREFIX):
             errors.append(
@@ -184,6 +224,27 @@ def _check_task(task: Task, index: int, spec: AppScheduleSpec, settings: Mapping
                 )
             )
     return errors
+
+
+def _reserved_default_env(spec: AppScheduleSpec) -> SpecError | None:
+    for j, variable in enumerate((spec.defaults.env if spec.defaults else None) or []):
+        if variable.name.startswith(RESERVED_ENV_PREFIX):
+            message = f"{variable.name!r}: names starting APPSCHEDULE_ are reserved"
+            return SpecError(f"spec.defaults.env[{j}].name", message)
+    return None
+
+
+def valid_tasks(raw_spec: Mapping[str, Any]) -> set[str]:
+    """The tasks of a spec that would get a CronJob, whatever the Deployment: what claims a task name."""
+    parsed = parse_spec(raw_spec)
+    spec = parsed.spec
+    if spec is None or _reserved_default_env(spec):
+        return set()
+    valid: set[str] = set()
+    for index, task in zip(parsed.indices, spec.tasks, strict=True):
+        if task.name not in valid and not _check_task(task, index, spec, task.resolved(spec)):
+            valid.add(task.name)
+    return valid
 
 
 def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Rendered:
@@ -205,14 +266,10 @@ def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Ren
     if isinstance(container, SpecError):
         return Rendered(errors=[*errors, container], spec=spec)
     pod = _pod(deployment)
-    for j, variable in enumerate((spec.defaults.env if spec.defaults else None) or []):
-        if variable.name.startswith(RESERVED_ENV_PREFIX):
-            errors.append(
-                SpecError(
-                    f"spec.defaults.env[{j}].name", f"{variable.name!r}: names starting APPSCHEDULE_ are reserved"
-                )
-            )
-            return Rendered(errors=errors, spec=spec)
+    pod_metadata = _pod_metadata(deployment)
+    reserved = _reserved_default_env(spec)
+    if reserved:
+        return Rendered(errors=[*errors, reserved], spec=spec)
 
     cronjobs: dict[str, Manifest] = {}
     used_names: dict[str, str] = {}
@@ -226,7 +283,7 @@ def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Ren
             errors.extend(task_errors)
             continue
         used_names[cronjob] = task.name
-        cronjobs[task.name] = _cronjob(appschedule, task, settings, container, pod, cronjob)
+        cronjobs[task.name] = _cronjob(appschedule, task, settings, container, pod, cronjob, pod_metadata)
     return Rendered(cronjobs=cronjobs, errors=errors, image=container.get("image"), spec=spec)
 
 
@@ -237,6 +294,7 @@ def _cronjob(
     container: Mapping[str, Any],
     pod: Mapping[str, Any],
     cronjob: str,
+    pod_metadata: Mapping[str, Mapping[str, str]],
 ) -> Manifest:
     metadata = appschedule.get("metadata") or {}
     name, namespace = str(metadata["name"]), metadata.get("namespace")
@@ -300,9 +358,11 @@ def _cronjob(
             "jobTemplate": {
                 "metadata": {"labels": dict(labels)},
                 "spec": {
+                    "parallelism": 1,
+                    "completions": 1,
                     "backoffLimit": settings["backoffLimit"],
                     "activeDeadlineSeconds": settings["activeDeadlineSeconds"],
-                    "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+                    "template": {"metadata": _run_metadata(pod_metadata, settings, labels), "spec": pod_spec},
                 },
             },
         },

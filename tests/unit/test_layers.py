@@ -8,7 +8,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "appschedule"
-PURE = ["models.py", "schedule.py", "naming.py", "render.py"]
+PURE = [
+    "models.py",
+    "schedule.py",
+    "naming.py",
+    "render.py",
+    "state.py",
+    "ownership.py",
+    "cronjobs.py",
+    "status.py",
+    "events.py",
+    "reconcile.py",
+]
 
 
 @pytest.mark.parametrize("module", PURE)

@@ -1,58 +1,145 @@
-"""The operator's work queue: one retry timer per failing key, and workers that never die."""
+"""The work queue and the workers: lanes, one retry timer per failing key, workers that never die."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any
 
 import pytest
 
-from appschedule import handlers
+from appschedule.controller import Controller, Options, Outcome
+from appschedule.workqueue import WorkQueue
 
 
-def run(controller_test: Any) -> None:
-    asyncio.run(asyncio.wait_for(controller_test(), timeout=20))
+def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+
+
+def controller(workers: int = 2, resync: float = 3600) -> Controller:
+    made = Controller(cluster=None, options=Options(resync_seconds=resync, workers=workers))  # type: ignore[arg-type]
+    made.listed.set()
+    return made
 
 
 def test_failing_key_gets_one_timer_and_the_workers_survive(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
 
-    def failing(cluster: object, key: tuple[str, str], now: datetime) -> handlers.Outcome:
+    async def failing(self: Controller, key: tuple[str, str], now: datetime) -> Outcome:
         calls.append(key)
         if key[1] == "bad":
             raise RuntimeError("boom")
         if key[1] == "worse":
             raise SystemExit("a BaseException from deep inside")
-        return handlers.Outcome()
+        return Outcome()
 
-    monkeypatch.setattr(handlers, "reconcile", failing)
+    monkeypatch.setattr(Controller, "reconcile", failing)
 
     async def scenario() -> None:
-        controller = handlers.Controller(cluster=None, options=handlers.Options(resync_seconds=3600, workers=2))  # type: ignore[arg-type]
-        await controller.start()
-        for _ in range(50):  # a storm of events for the failing key while it backs off
-            controller.enqueue(("ns", "bad"))
-            controller.enqueue(("ns", "worse"))
+        made = controller()
+        await made.start()
+        for _ in range(50):  # a storm of resyncs of the failing keys while they back off
+            made.queue.add(("ns", "bad"), urgent=False)
+            made.queue.add(("ns", "worse"), urgent=False)
             await asyncio.sleep(0.01)
-        assert len(controller.backoff) <= 2  # one timer per failing key, never a pile
-        controller.enqueue(("ns", "good"))
+        assert len(made.queue.backoff) <= 2  # one timer per failing key, never a pile
+        made.queue.add(("ns", "good"))
         while ("ns", "good") not in calls:
             await asyncio.sleep(0.01)
-        assert all(not task.done() for task in controller.tasks)  # no worker died
-        await controller.stop()
+        assert all(not task.done() for task in made.tasks)  # no worker died
+        await made.stop()
 
     run(scenario)
     assert calls.count(("ns", "bad")) <= 3  # 0.5 s, then 1 s of back-off within half a second of storm
 
 
+def test_a_real_change_retries_a_backing_off_key_at_once() -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        key = ("ns", "x")
+        queue.add(key)
+        assert await queue.get() == key
+        queue.failures[key] = 6
+        queue.done(key, retry_in=queue.failed(key))  # 32 s of back-off
+        queue.add(key, urgent=False)  # a resync waits for the timer
+        assert len(queue) == 0
+        queue.add(key)  # a watch event: the user fixed it
+        assert len(queue) == 1 and key not in queue.backoff
+        assert await asyncio.wait_for(queue.get(), 1) == key
+
+    run(scenario)
+
+
+def test_events_go_before_resyncs() -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        for i in range(100):
+            queue.add(("ns", f"resync-{i}"), urgent=False)
+        queue.add(("ns", "edited"))
+        queue.add(("ns", "resync-50"))  # an event for a key waiting in the background lane moves it
+        assert [await queue.get(), await queue.get()] == [("ns", "edited"), ("ns", "resync-50")]
+        assert len(queue) == 99
+
+    run(scenario)
+
+
+def test_a_key_changed_while_processed_is_processed_again_after() -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add(("ns", "x"))
+        key = await queue.get()
+        queue.add(key)
+        assert len(queue) == 0  # never twice at once
+        queue.done(key)
+        assert await asyncio.wait_for(queue.get(), 1) == key
+
+    run(scenario)
+
+
 def test_backoff_is_capped() -> None:
     async def scenario() -> None:
-        controller = handlers.Controller(cluster=None, options=handlers.Options())  # type: ignore[arg-type]
-        controller.failures[("ns", "x")] = 5000
-        controller._retry(("ns", "x"), "still failing")
-        timer = controller.backoff[("ns", "x")]
-        assert timer.when() - asyncio.get_running_loop().time() <= 60.5
-        timer.cancel()
+        queue = WorkQueue()
+        queue.failures[("ns", "x")] = 5000
+        assert queue.failed(("ns", "x")) <= 60
+
+    run(scenario)
+
+
+def test_liveness_fails_when_a_worker_is_stuck(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario() -> None:
+        made = controller()
+        made.cluster = type("NoCalls", (), {"oldest_call": lambda self: 0.0})()  # type: ignore[assignment]
+        assert made.health()["active"] == 0
+        made.queue.add(("ns", "x"))
+        await made.queue.get()
+        made.queue.active[("ns", "x")] -= 1000  # taken 1000 s ago and not done
+        with pytest.raises(RuntimeError, match="stuck"):
+            made.health()
+
+    run(scenario)
+
+
+def test_a_paused_replica_takes_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, str]] = []
+
+    async def record(self: Controller, key: tuple[str, str], now: datetime) -> Outcome:
+        calls.append(key)
+        return Outcome()
+
+    monkeypatch.setattr(Controller, "reconcile", record)
+
+    async def scenario() -> None:
+        made = controller(resync=0.05)
+        await made.start()
+        made.running.clear()  # kopf peering paused this replica
+        await asyncio.sleep(0.05)
+        made.queue.add(("ns", "x"))
+        await asyncio.sleep(0.3)
+        assert calls == []
+        made.running.set()
+        while not calls:
+            await asyncio.sleep(0.01)
+        await made.stop()
 
     run(scenario)

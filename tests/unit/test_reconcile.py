@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from appschedule.reconcile import HASH_ANNOTATION, holds, plan, task_owners
+from appschedule.cronjobs import HASH_ANNOTATION, holds
+from appschedule.reconcile import plan
+from appschedule.state import State, World, project_appschedule, project_cronjob, project_deployment
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
@@ -29,6 +31,29 @@ def appschedule() -> dict[str, Any]:
     return data
 
 
+def world(
+    appschedule: dict[str, Any],
+    deployment: dict[str, Any] | None,
+    cronjobs: list[dict[str, Any]] = [],  # noqa: B006 - never mutated
+    siblings: list[dict[str, Any]] = [],  # noqa: B006
+) -> World:
+    """The in-memory view a reconcile of ``appschedule`` would read, built as the watches build it."""
+    state = State()
+    for obj in [*siblings, appschedule]:
+        state.put_appschedule(project_appschedule(obj))
+    if deployment is not None:
+        state.put_deployment(project_deployment(deployment))
+    for cronjob in cronjobs:
+        state.put_cronjob(project_cronjob(cronjob))
+    state.prune()
+    view = project_appschedule(appschedule)
+    if deployment is None:
+        state.drop_deployment(view.namespace, view.deployment)
+    built = state.world(view.key)
+    assert isinstance(built, World)
+    return built
+
+
 def as_existing(manifests: list[dict[str, Any]], uid: str = "uid-shop") -> list[dict[str, Any]]:
     """What the API server would hand back after applying: ours, plus defaults it adds."""
     existing = copy.deepcopy(manifests)
@@ -40,7 +65,7 @@ def as_existing(manifests: list[dict[str, Any]], uid: str = "uid-shop") -> list[
 
 
 def converge(appschedule: dict[str, Any], deployment: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    first = plan(appschedule, deployment, [], [], NOW)
+    first = plan(world(appschedule, deployment, [], []), NOW)
     settled = {**appschedule, "status": first.status}
     return settled, as_existing(first.apply)
 
@@ -48,7 +73,7 @@ def converge(appschedule: dict[str, Any], deployment: dict[str, Any]) -> tuple[d
 def test_first_reconcile_applies_everything_and_sets_status(
     appschedule: dict[str, Any], deployment: dict[str, Any]
 ) -> None:
-    result = plan(appschedule, deployment, [], [], NOW)
+    result = plan(world(appschedule, deployment, [], []), NOW)
     assert [m["metadata"]["name"] for m in result.apply] == ["shop-weekly-report", "shop-nightly-cleanup",
                                                              "shop-sync-inventory"]  # fmt: skip
     assert all(HASH_ANNOTATION in m["metadata"]["annotations"] for m in result.apply)
@@ -64,7 +89,7 @@ def test_first_reconcile_applies_everything_and_sets_status(
 
 def test_nothing_changed_means_nothing_to_write(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
     settled, cronjobs = converge(appschedule, deployment)
-    again = plan(settled, deployment, cronjobs, [], NOW)
+    again = plan(world(settled, deployment, cronjobs, []), NOW)
     assert again.apply == []
     assert again.delete == []
     assert not again.status_changed
@@ -74,9 +99,11 @@ def test_nothing_changed_means_nothing_to_write(appschedule: dict[str, Any], dep
 def test_hand_edit_and_rollout_are_reapplied(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
     settled, cronjobs = converge(appschedule, deployment)
     cronjobs[0]["spec"]["schedule"] = "* * * * *"
-    assert [m["metadata"]["name"] for m in plan(settled, deployment, cronjobs, [], NOW).apply] == ["shop-weekly-report"]
+    assert [m["metadata"]["name"] for m in plan(world(settled, deployment, cronjobs, []), NOW).apply] == [
+        "shop-weekly-report"
+    ]
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/shop/web:2"
-    assert len(plan(settled, deployment, cronjobs, [], NOW).apply) == 3
+    assert len(plan(world(settled, deployment, cronjobs, []), NOW).apply) == 3
 
 
 def test_removed_task_deletes_only_our_cronjob(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
@@ -85,13 +112,13 @@ def test_removed_task_deletes_only_our_cronjob(appschedule: dict[str, Any], depl
     foreign["metadata"].update(name="shop-someone-elses", uid="x")
     foreign["metadata"]["ownerReferences"][0]["uid"] = "another-appschedule"
     settled["spec"]["tasks"] = settled["spec"]["tasks"][1:]
-    result = plan(settled, deployment, [*cronjobs, foreign], [], NOW)
+    result = plan(world(settled, deployment, [*cronjobs, foreign], []), NOW)
     assert result.delete == ["shop-weekly-report"]
 
 
 def test_missing_deployment_touches_no_cronjob(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
     settled, cronjobs = converge(appschedule, deployment)
-    result = plan(settled, None, cronjobs, [], NOW)
+    result = plan(world(settled, None, cronjobs, []), NOW)
     assert result.apply == []
     assert result.delete == []
     ready = result.status["conditions"][0]
@@ -106,14 +133,14 @@ def test_invalid_task_keeps_its_old_cronjob_and_is_reported_once(
 ) -> None:
     settled, cronjobs = converge(appschedule, deployment)
     settled["spec"]["tasks"][0]["schedule"] = "0 17 * * 7"
-    result = plan(settled, deployment, cronjobs, [], NOW)
+    result = plan(world(settled, deployment, cronjobs, []), NOW)
     assert result.delete == []
     assert result.apply == []
     ready = result.status["conditions"][0]
     assert ready["reason"] == "InvalidSpec"
     assert "task 'weekly-report' (spec.tasks[0].schedule)" in ready["message"]
     assert [e.reason for e in result.events] == ["InvalidSpec"]
-    repeat = plan({**settled, "status": result.status}, deployment, cronjobs, [], NOW)
+    repeat = plan(world({**settled, "status": result.status}, deployment, cronjobs), NOW)
     assert repeat.events == []
     assert not repeat.status_changed
 
@@ -121,7 +148,7 @@ def test_invalid_task_keeps_its_old_cronjob_and_is_reported_once(
 def test_spec_level_error_deletes_nothing(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
     settled, cronjobs = converge(appschedule, deployment)
     settled["spec"]["deploymentRef"]["container"] = "nope"
-    result = plan(settled, deployment, cronjobs, [], NOW)
+    result = plan(world(settled, deployment, cronjobs, []), NOW)
     assert result.delete == []
     assert result.status["conditions"][0]["reason"] == "InvalidSpec"
 
@@ -130,8 +157,7 @@ def test_the_older_appschedule_keeps_a_task(appschedule: dict[str, Any], deploym
     older = copy.deepcopy(appschedule)
     older["metadata"].update(name="blue", uid="uid-blue", creationTimestamp="2026-02-01T00:00:00Z")
     older["spec"]["tasks"] = [appschedule["spec"]["tasks"][0]]
-    assert task_owners(appschedule, [older])["weekly-report"] == "blue"
-    result = plan(appschedule, deployment, [], [older], NOW)
+    result = plan(world(appschedule, deployment, [], [older]), NOW)
     assert "shop-weekly-report" not in [m["metadata"]["name"] for m in result.apply]
     ready = result.status["conditions"][0]
     assert ready["reason"] == "TaskConflict"
@@ -143,7 +169,7 @@ def test_condition_keeps_its_transition_time_while_status_holds(
     appschedule: dict[str, Any], deployment: dict[str, Any]
 ) -> None:
     settled, cronjobs = converge(appschedule, deployment)
-    later = plan(settled, deployment, cronjobs, [], NOW.replace(minute=1))
+    later = plan(world(settled, deployment, cronjobs, []), NOW.replace(minute=1))
     assert later.status["conditions"][0]["lastTransitionTime"] == "2026-03-27T12:00:00Z"
 
 
@@ -159,7 +185,7 @@ def test_refused_cronjob_is_reported_and_keeps_what_it_had(
     settled, cronjobs = converge(appschedule, deployment)
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/shop/web:2"
     refused = {"weekly-report": "the API server refused CronJob 'shop-weekly-report': limits < requests"}
-    result = plan(settled, deployment, cronjobs, [], NOW, rejected=refused)
+    result = plan(world(settled, deployment, cronjobs, []), NOW, rejected=refused)
     assert [m["metadata"]["name"] for m in result.apply] == ["shop-nightly-cleanup", "shop-sync-inventory"]
     assert result.delete == []
     ready = result.status["conditions"][0]
@@ -172,7 +198,7 @@ def test_cronjob_name_collision_with_an_older_sibling(appschedule: dict[str, Any
     older = copy.deepcopy(appschedule)
     older["metadata"].update(name="shop-weekly", uid="uid-older", creationTimestamp="2026-02-01T00:00:00Z")
     older["spec"]["tasks"] = [{"name": "report", "schedule": "0 1 * * *", "command": ["x"]}]  # shop-weekly-report
-    result = plan(appschedule, deployment, [], [older], NOW)
+    result = plan(world(appschedule, deployment, [], [older]), NOW)
     assert "shop-weekly-report" not in [m["metadata"]["name"] for m in result.apply]
     assert "also that of AppSchedule 'shop-weekly' (task 'report')" in result.status["conditions"][0]["message"]
 
@@ -180,7 +206,7 @@ def test_cronjob_name_collision_with_an_older_sibling(appschedule: dict[str, Any
 def test_removed_owner_reference_is_put_back(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:
     settled, cronjobs = converge(appschedule, deployment)
     del cronjobs[1]["metadata"]["ownerReferences"]
-    assert [m["metadata"]["name"] for m in plan(settled, deployment, cronjobs, [], NOW).apply] == [
+    assert [m["metadata"]["name"] for m in plan(world(settled, deployment, cronjobs, []), NOW).apply] == [
         "shop-nightly-cleanup"
     ]
 
@@ -197,7 +223,7 @@ def test_server_normalised_quantities_and_empty_values_are_in_sync(
         if run["resources"].get("limits", {}).get("cpu") == "0.5":
             run["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "500m"}}
         next(v for v in run["env"] if v["name"] == "EMPTY").pop("value")
-    assert plan(settled, deployment, cronjobs, [], NOW).apply == []
+    assert plan(world(settled, deployment, cronjobs, []), NOW).apply == []
     assert not holds({"limits": {"cpu": "1"}}, {"limits": {"cpu": "2"}})
 
 
@@ -207,7 +233,7 @@ def test_missing_deployment_keeps_the_image_status_and_reports_task_errors(
     settled, cronjobs = converge(appschedule, deployment)
     settled["spec"]["deploymentRef"]["name"] = "renamed"
     settled["spec"]["tasks"][2]["schedule"] = "61 * * * *"
-    result = plan(settled, None, cronjobs, [], NOW)
+    result = plan(world(settled, None, cronjobs, []), NOW)
     assert result.status["deployment"] == {"name": "web", "image": "registry.example.com/shop/web:1.4.2"}
     message = result.status["conditions"][0]["message"]
     assert "'renamed' not found" in message

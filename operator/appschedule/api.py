@@ -1,0 +1,209 @@
+"""The API adapter: every request the operator makes outside its watch streams, and nothing else.
+
+In steady state these are writes only (reconcile reads the in-memory view, state.py). Reads happen
+in two cases: a Deployment that an AppSchedule starts to reference and the view does not hold yet, and
+the owner of a CronJob whose name is taken when we try to create ours.
+
+Every request has a timeout (connect and read): a half-open connection costs one timeout, never a
+stuck worker. Responses are parsed as plain JSON (``_preload_content=False``): the client's models
+would cost more CPU than the rest of a reconcile. The synchronous client runs in threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Literal
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from . import naming
+from .events import Event
+
+FIELD_MANAGER = "appschedule-operator"
+TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for a response
+
+Failure = Literal["refused", "ours", "conflict", "transient"]
+
+
+def classify(error: ApiException) -> Failure:
+    """What a failed write means.
+
+    * refused: the API server says the object is invalid (400, 422, a typed patch that does not fit):
+      the user's spec is at fault and retrying the same object cannot help;
+    * ours: we may not do it (403: RBAC, a quota, a terminating namespace; 404: the namespace is
+      gone): the operator's or the cluster's problem, retried with back-off;
+    * conflict: 409, a resourceVersion precondition or a create that found the name taken;
+    * transient: everything else (timeouts, 429, 5xx).
+    """
+    if error.status in (400, 422) or (error.status == 500 and "typed patch" in str(error.body)):
+        return "refused"
+    if error.status in (403, 404):
+        return "ours"
+    if error.status == 409:
+        return "conflict"
+    return "transient"
+
+
+def message_of(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body).get("message") or error.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(error.reason)
+
+
+def api_client() -> client.ApiClient:
+    """KUBECONFIG when it is set; else, in a pod, its ServiceAccount; else the default kubeconfig."""
+    if os.environ.get("KUBECONFIG"):
+        config.load_kube_config()
+    else:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+    return client.ApiClient()
+
+
+class Cluster:
+    def __init__(self, api: client.ApiClient, timeout: tuple[float, float] = TIMEOUT) -> None:
+        self.api = api
+        self.timeout = timeout
+        self.custom = client.CustomObjectsApi(api)
+        self.apps = client.AppsV1Api(api)
+        self.batch = client.BatchV1Api(api)
+        self.core = client.CoreV1Api(api)
+        self._lock = threading.Lock()
+        self._inflight: dict[int, float] = {}
+        self.requests = 0
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        token = object()
+        with self._lock:
+            self._inflight[id(token)] = time.monotonic()
+            self.requests += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inflight.pop(id(token), None)
+
+    def oldest_call(self) -> float:
+        """Seconds the oldest request in flight has been waiting (0 when none is)."""
+        with self._lock:
+            started = min(self._inflight.values(), default=None)
+        return 0.0 if started is None else time.monotonic() - started
+
+    @staticmethod
+    def _json(response: Any) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(response.data)
+        return data
+
+    def read_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._call():
+            try:
+                return self._json(self.apps.read_namespaced_deployment(
+                    name, namespace, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+    def controller_of(self, namespace: str, name: str) -> str | None:
+        """The uid of the controller of an existing CronJob ("" when it has none), None when there is none."""
+        with self._call():
+            try:
+                cronjob = self._json(self.batch.read_namespaced_cron_job(
+                    name, namespace, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+        owners = cronjob["metadata"].get("ownerReferences") or []
+        return next((str(o.get("uid")) for o in owners if o.get("controller")), "")
+
+    def apply_cronjob(self, manifest: Mapping[str, Any], *, force: bool) -> dict[str, Any]:
+        """Server-side apply. Without ``force`` (a CronJob we do not hold yet) a CronJob of the same name
+        whose fields someone else manages makes it fail with 409 instead of taking it over."""
+        with self._call():
+            return self._json(
+                self.batch.patch_namespaced_cron_job(
+                    manifest["metadata"]["name"],
+                    manifest["metadata"]["namespace"],
+                    manifest,
+                    field_manager=FIELD_MANAGER,
+                    force=force,
+                    _content_type="application/apply-patch+yaml",
+                    _preload_content=False,
+                    _request_timeout=self.timeout,
+                )
+            )
+
+    def delete_cronjob(self, namespace: str, name: str, uid: str | None) -> None:
+        options = client.V1DeleteOptions(
+            propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid) if uid else None
+        )
+        with self._call():
+            try:
+                self.batch.delete_namespaced_cron_job(
+                    name, namespace, body=options, _preload_content=False, _request_timeout=self.timeout
+                )
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+
+    def replace_status(self, appschedule: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the status with the resourceVersion it was computed from: a 409 means the object moved on
+        and the reconcile is run again from the newer view; no update is ever lost or written blind."""
+        meta = appschedule["metadata"]
+        body = {
+            "apiVersion": naming.API_VERSION,
+            "kind": naming.KIND,
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "resourceVersion": meta["resourceVersion"],
+            },
+            "spec": appschedule.get("spec") or {},
+            "status": status,
+        }
+        with self._call():
+            return self._json(
+                self.custom.replace_namespaced_custom_object_status(
+                    naming.GROUP, naming.VERSION, meta["namespace"], naming.PLURAL, meta["name"], body,
+                    _preload_content=False, _request_timeout=self.timeout,
+                )
+            )  # fmt: skip
+
+    def post_event(self, appschedule: Mapping[str, Any], event: Event, now: datetime) -> None:
+        meta = appschedule["metadata"]
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": naming.API_VERSION,
+                "kind": naming.KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": event.type,
+            "reason": event.reason,
+            "message": event.message[:1024],
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        with self._call():
+            self.core.create_namespaced_event(
+                meta["namespace"], body, _preload_content=False, _request_timeout=self.timeout
+            )

@@ -1,0 +1,240 @@
+"""One reconcile of one AppSchedule, and the workers and resync that run them.
+
+A reconcile reads the in-memory view (state.py), calls the pure ``plan`` and writes what it says,
+nothing else: in steady state it makes no request at all. What it writes it also records in the view
+from the write's response, so the watch echo of its own write wakes nothing.
+
+The resync (every ``resync_seconds``) re-plans every AppSchedule from memory, spread evenly over the
+period, in the background lane of the queue: it costs CPU, makes no request when nothing changed, and
+never delays a watch event's reconcile. It exists for what time alone changes (the next run time).
+
+While the operator is paused (kopf peering: another replica with a higher priority is active), no
+worker takes a key and the resync queues nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from . import naming
+from .api import Cluster, classify, message_of
+from .reconcile import plan
+from .state import DeploymentMiss, State, World, project_cronjob, project_deployment
+from .workqueue import Key, WorkQueue
+
+log = logging.getLogger("appschedule")
+STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
+
+
+@dataclass
+class Options:
+    """What ``appschedule run`` sets before kopf starts."""
+
+    resync_seconds: float = 60.0
+    workers: int = 4
+
+
+@dataclass
+class Outcome:
+    applied: int = 0
+    deleted: int = 0
+    status: int = 0
+    events: int = 0
+
+    @property
+    def writes(self) -> int:
+        return self.applied + self.deleted + self.status + self.events
+
+
+class WriteFailed(Exception):
+    """A write failed for a reason that is ours (RBAC, a terminating namespace): reported, retried."""
+
+
+@dataclass
+class Controller:
+    cluster: Cluster
+    options: Options
+    state: State = field(default_factory=State)
+    queue: WorkQueue = field(default_factory=WorkQueue)
+    running: asyncio.Event = field(default_factory=asyncio.Event)  # set while not paused (peering)
+    listed: asyncio.Event = field(default_factory=asyncio.Event)  # every watch's initial listing is in
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    reconciles: int = 0
+
+    def wake(self, keys: set[Key], *, urgent: bool = True) -> None:
+        for key in keys:
+            self.queue.add(key, urgent=urgent)
+
+    def initial_listing_done(self) -> None:
+        """Every watch has its initial listing in: decisions may be taken from now on."""
+        if not self.listed.is_set():
+            self.listed.set()
+            self.state.prune()
+            log.info("initial listing done: %d AppSchedules, %d CronJobs, %d Deployments in memory",
+                     len(self.state.appschedules), len(self.state.cronjobs), len(self.state.deployments))  # fmt: skip
+
+    async def start(self) -> None:
+        self.running.set()
+        self.tasks = [asyncio.create_task(self._worker(i)) for i in range(self.options.workers)]
+        self.tasks.append(asyncio.create_task(self._resync()))
+
+    async def stop(self) -> None:
+        self.queue.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def health(self) -> dict[str, Any]:
+        """For the liveness probe: raises when a worker is stuck (a request or reconcile far past every timeout)."""
+        stuck = max(self.queue.longest_active(), self.cluster.oldest_call() if self.cluster else 0.0)
+        if stuck > STUCK_SECONDS:
+            raise RuntimeError(f"a worker has been stuck for {stuck:.0f}s")
+        return {"queued": len(self.queue), "active": len(self.queue.active), "reconciles": self.reconciles}
+
+    async def _resync(self) -> None:
+        while True:
+            period = self.options.resync_seconds
+            await self.listed.wait()
+            await self.running.wait()
+            keys = list(self.state.appschedules)
+            if not keys:
+                await asyncio.sleep(period)
+                continue
+            pause = period / len(keys)
+            for key in keys:  # spread over the period, not a burst
+                await self.running.wait()
+                if key in self.state.appschedules:
+                    self.queue.add(key, urgent=False)
+                await asyncio.sleep(pause)
+
+    async def _worker(self, number: int) -> None:
+        await self.listed.wait()
+        while True:
+            await self.running.wait()
+            key = await self.queue.get()
+            if not self.running.is_set():  # paused while waiting for a key: leave it for later
+                self.queue.done(key)
+                self.queue.add(key)
+                continue
+            try:
+                await self._process(key)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:  # nothing may end a worker: it would silently stop reconciling
+                log.exception("worker %d: unexpected failure on %s/%s", number, *key)
+                self.queue.done(key, retry_in=self.queue.failed(key))
+
+    async def _process(self, key: Key) -> None:
+        started = time.monotonic()
+        try:
+            outcome = await self.reconcile(key, datetime.now(UTC))
+        except ApiException as error:
+            conflict = error.status == 409
+            log.warning("reconcile of %s/%s failed (%s %s)", *key, error.status, error.reason)
+            self.queue.done(key, retry_in=self.queue.failed(key, conflict=conflict))
+        except WriteFailed as error:
+            log.warning("reconcile of %s/%s failed: %s", *key, error)
+            self.queue.done(key, retry_in=self.queue.failed(key))
+        except Exception as error:
+            log.exception("reconcile of %s/%s failed", *key)
+            self.queue.done(key, retry_in=self.queue.failed(key))
+            del error
+        else:
+            self.reconciles += 1
+            self.queue.done(key)
+            log.info(
+                "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d writes=%d in %.0fms",
+                *key, outcome.applied, outcome.deleted, outcome.status, outcome.events, outcome.writes,
+                (time.monotonic() - started) * 1000,
+                extra={"namespace": key[0], "appschedule": key[1], "writes": outcome.writes},
+            )  # fmt: skip
+
+    async def _world(self, key: Key) -> World | None:
+        world = self.state.world(key)
+        if isinstance(world, DeploymentMiss):  # newly referenced: read it once, the watch keeps it fresh
+            body = await asyncio.to_thread(self.cluster.read_deployment, world.namespace, world.name)
+            self.state.fetched_deployment(world.namespace, world.name, project_deployment(body) if body else None)
+            world = self.state.world(key)
+        return None if isinstance(world, DeploymentMiss) else world
+
+    def _record(self, key: Key, woken: set[Key]) -> None:
+        """Wake the others a write of ours concerns; not the key itself (it is being reconciled)."""
+        self.wake(woken - {key})
+
+    async def reconcile(self, key: Key, now: datetime) -> Outcome:
+        world = await self._world(key)
+        if world is None:
+            return Outcome()  # gone or going: its CronJobs go with it (garbage collection by ownerReference)
+        view = world.appschedule
+        decided = plan(world, now)
+        outcome = Outcome()
+        rejected: dict[str, str] = {}
+        failed: dict[str, str] = {}
+        for manifest in decided.apply:
+            name = str(manifest["metadata"]["name"])
+            task = str(manifest["metadata"]["labels"][naming.LABEL_TASK])
+            held = world.cronjobs.get(name)
+            force = held is not None and held.ours(view)
+            try:
+                body = await self._apply(manifest, force=force, uid=view.uid)
+            except ApiException as error:
+                failure = classify(error)
+                if failure == "conflict":
+                    rejected[task] = (
+                        f"a CronJob named {name!r} already exists and is not this AppSchedule's; rename or remove it"
+                    )
+                elif failure == "refused":
+                    rejected[task] = f"the API server refused CronJob {name!r}: {message_of(error)}"
+                elif failure == "ours":
+                    failed[task] = (f"the operator could not write CronJob {name!r} ({error.status} {error.reason}: "
+                                    f"{message_of(error)}); retrying")  # fmt: skip
+                else:
+                    raise
+                continue
+            outcome.applied += 1
+            self._record(key, self.state.put_cronjob(project_cronjob(body)))
+        if rejected or failed:
+            fresh = await self._world(key)
+            if fresh is None:
+                return outcome
+            world = fresh
+            decided = plan(world, now, rejected=rejected, failed=failed)
+        for name in decided.delete:
+            cronjob = world.cronjobs[name]
+            await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, name, cronjob.uid)
+            outcome.deleted += 1
+            self._record(key, self.state.drop_cronjob(cronjob.namespace, name))
+        appschedule = world.appschedule.as_object()
+        if decided.status_changed:
+            body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
+            self.state.stored_status(key, body.get("status") or {}, str(body["metadata"]["resourceVersion"]))
+            outcome.status = 1
+        for event in decided.events:
+            try:
+                await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)
+                outcome.events += 1
+            except ApiException as error:  # an Event is best effort: never fail the reconcile for it
+                log.warning("could not post event %s on %s/%s: %s", event.reason, *key, error.reason)
+        if failed:
+            raise WriteFailed("; ".join(failed.values()))
+        return outcome
+
+    async def _apply(self, manifest: dict[str, Any], *, force: bool, uid: str) -> dict[str, Any]:
+        try:
+            return await asyncio.to_thread(self.cluster.apply_cronjob, manifest, force=force)
+        except ApiException as error:
+            if force or error.status != 409:
+                raise
+        # a create found the name taken: ours after all (our label was removed by hand), or someone else's
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        holder = await asyncio.to_thread(self.cluster.controller_of, namespace, name)
+        if holder != uid:
+            raise ApiException(status=409, reason="name taken")
+        return await asyncio.to_thread(self.cluster.apply_cronjob, manifest, force=True)

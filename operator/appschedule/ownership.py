@@ -1,0 +1,51 @@
+"""Which of an AppSchedule's tasks it may run (DESIGN "Task ownership"), from facts about its namespace.
+
+A task name is unique within a namespace; two CronJobs for one task would run it twice. So:
+
+* a task that already runs (a CronJob for it exists in the namespace) stays with the AppSchedule whose
+  CronJob it is (were there two, the older AppSchedule's stays), also while that CronJob waits for
+  garbage collection after its AppSchedule was deleted: taking it over before the old CronJob is gone
+  would let one fire run twice;
+* a task nobody runs goes to the oldest AppSchedule (by creationTimestamp, then name) that declares
+  it *validly*: an invalid declaration (a typo in a schedule) claims nothing;
+* a CronJob name is one per namespace too (``shop-weekly`` + ``report`` and ``shop`` +
+  ``weekly-report`` are both ``shop-weekly-report``): the older AppSchedule keeps it.
+
+The others report ``TaskConflict`` for the task and get no CronJob for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import naming
+from .render import SpecError
+from .state import World
+
+
+def conflicts(world: World, tasks: Mapping[str, int]) -> dict[str, SpecError]:
+    """For each task (name -> index in spec.tasks) this AppSchedule may not run, why."""
+    view = world.appschedule
+    found: dict[str, SpecError] = {}
+    for task, index in tasks.items():
+        cronjob = naming.cronjob_name(view.name, task)
+        mine = cronjob in world.cronjobs and world.cronjobs[cronjob].ours(view)
+        where = f"spec.tasks[{index}].name"
+        if mine and task in world.held_elsewhere and task in world.senior_claimant:
+            # two CronJobs for one task (made before this rule): the older AppSchedule keeps its own
+            why = (f"also runs as {world.held_elsewhere[task]}; AppSchedule {world.senior_claimant[task]!r} is "
+                   "older and keeps the task, so this AppSchedule's CronJob for it is removed")  # fmt: skip
+        elif mine:
+            continue
+        elif task in world.held_elsewhere:
+            why = f"already runs as {world.held_elsewhere[task]}; no CronJob of this AppSchedule while that exists"
+        elif task in world.senior_claimant:
+            why = (f"already declared by AppSchedule {world.senior_claimant[task]!r} in this namespace "
+                   "(the older one keeps it); this AppSchedule gets no CronJob for it")  # fmt: skip
+        elif cronjob in world.name_claimant:
+            why = (f"its CronJob name {cronjob!r} is also that of AppSchedule {world.name_claimant[cronjob]}; "
+                   "the older one keeps it")  # fmt: skip
+        else:
+            continue
+        found[task] = SpecError(where, why, task=task, reason="TaskConflict")
+    return found

@@ -1,0 +1,171 @@
+"""The AppSchedule's status, built through the pydantic status models of models.py.
+
+Building it through the models means nothing is written that the CRD's schema does not declare: the
+API server would prune such a field, the next reconcile would see a difference, and write it again,
+forever. Status tells what runs: a task's entry names the CronJob that really runs for it and the next
+run *that CronJob* makes, also while its spec is invalid or its update was refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from .models import AppScheduleStatus, Condition, DeploymentStatus, TaskStatus
+from .render import SpecError
+from .schedule import ScheduleError, next_fire, parse
+
+MESSAGE_MAX = 1024  # a condition's or Event's message: enough to name the first errors, never 10 kB
+REASONS = ("DeploymentNotFound", "WriteFailed", "InvalidSpec", "TaskConflict")  # the first present is Ready's
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def summarize(errors: Sequence[SpecError], limit: int = MESSAGE_MAX) -> str:
+    """One message for many errors: the same problem of several tasks is said once, naming the first
+    tasks and how many more; the whole stays within ``limit`` characters."""
+    groups: dict[tuple[str, str], list[SpecError]] = {}
+    for error in errors:
+        groups.setdefault((error.field, error.message), []).append(error)
+    parts = []
+    for (field, message), group in groups.items():
+        tasks = [e.task for e in group if e.task]
+        if len(tasks) <= 1:
+            parts.append(str(group[0]))
+            continue
+        named = ", ".join(repr(t) for t in tasks[:3])
+        more = f" and {len(tasks) - 3} more" if len(tasks) > 3 else ""
+        parts.append(f"tasks {named}{more} ({field}): {message}")
+    text = ""
+    for i, part in enumerate(parts):
+        candidate = f"{text}; {part}" if text else part
+        rest = len(parts) - i - 1
+        if len(candidate) + (len(f"; and {rest} more") if rest else 0) > limit:
+            tail = f"; and {len(parts) - i} more" if text else ""
+            return (text or part[: limit - 3] + "...") + tail
+        text = candidate
+    return text
+
+
+def condition(
+    previous: Sequence[Mapping[str, Any]],
+    kind: str,
+    status: Literal["True", "False", "Unknown"],
+    reason: str,
+    message: str,
+    generation: Any,
+    now: str,
+) -> Condition:
+    old = next((c for c in previous if c.get("type") == kind), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == status else None
+    return Condition(type=kind, status=status, reason=reason, message=message,
+                     last_transition_time=since or now, observed_generation=generation)  # fmt: skip
+
+
+def ready_condition(
+    errors: Sequence[SpecError], running: int, deployment: str, old: Mapping[str, Any], generation: Any, now: str
+) -> Condition:
+    previous = old.get("conditions") or []
+    if errors:
+        reasons = {e.reason for e in errors}
+        reason = next(r for r in REASONS if r in reasons)
+        return condition(previous, "Ready", "False", reason, summarize(errors), generation, now)
+    message = f"{running} CronJob(s) match the spec and Deployment {deployment!r}"
+    return condition(previous, "Ready", "True", "Reconciled", message, generation, now)
+
+
+def next_run(cronjob_spec: Mapping[str, Any], now: datetime) -> datetime | None:
+    """The next time a CronJob with this spec fires, as the CronJob controller computes it."""
+    if cronjob_spec.get("suspend"):
+        return None
+    try:
+        return next_fire(parse(str(cronjob_spec.get("schedule")), str(cronjob_spec.get("timeZone") or "UTC")), now)
+    except ScheduleError:
+        return None
+
+
+def _old_tasks(old: Mapping[str, Any]) -> dict[str, TaskStatus]:
+    kept = {}
+    for entry in old.get("tasks") or []:
+        try:
+            task = TaskStatus.model_validate(entry)
+        except ValidationError:
+            continue
+        kept[task.name] = task
+    return kept
+
+
+def build(
+    *,
+    old: Mapping[str, Any],
+    generation: Any,
+    ready: Condition,
+    task_names: Iterable[str],
+    running: Mapping[str, tuple[str, Mapping[str, Any]]],  # task -> (CronJob name, the spec it runs with)
+    last_runs: Iterable[str],
+    image: tuple[str, str] | None,
+    task_count: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """The whole status. Fields that other parts of the operator own (the ledger's) are kept as they were."""
+    previous = _old_tasks(old)
+    tasks = []
+    upcoming = []
+    for name in task_names:
+        entry = previous.get(name, TaskStatus(name=name)).model_copy(update={"cron_job": None, "next_run_time": None})
+        if name in running:
+            cronjob, spec = running[name]
+            fire = next_run(spec, now)
+            entry = entry.model_copy(update={"cron_job": cronjob, "next_run_time": rfc3339(fire) if fire else None})
+            if fire:
+                upcoming.append(fire)
+        tasks.append(entry)
+    others = [
+        Condition.model_validate(c) for c in old.get("conditions") or [] if c.get("type") != "Ready" and _valid(c)
+    ]
+    deployment = None
+    if image is not None:
+        deployment = DeploymentStatus(name=image[0], image=image[1])
+    elif isinstance(old.get("deployment"), Mapping) and _valid_deployment(old["deployment"]):
+        deployment = DeploymentStatus.model_validate(old["deployment"])  # what the CronJobs still run
+    last = sorted(last_runs)
+    status = AppScheduleStatus(
+        observed_generation=generation,
+        conditions=[ready, *others],
+        deployment=deployment,
+        task_count=task_count,
+        last_run_time=last[-1] if last else None,
+        next_run_time=rfc3339(min(upcoming)) if upcoming else None,
+        missed=old.get("missed"),
+        duplicates=old.get("duplicates"),
+        failed=old.get("failed"),
+        tasks=tasks,
+    )
+    dumped: dict[str, Any] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return dumped
+
+
+def _valid(condition_: Mapping[str, Any]) -> bool:
+    try:
+        Condition.model_validate(condition_)
+    except ValidationError:
+        return False
+    return True
+
+
+def _valid_deployment(value: Mapping[str, Any]) -> bool:
+    try:
+        DeploymentStatus.model_validate(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    return json.dumps(new, sort_keys=True, default=str) != json.dumps(old, sort_keys=True, default=str)
