@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 from appschedule import schedule
 from appschedule.reconcile import plan
 from appschedule.render import render
+from appschedule.state import world_of
 
 
 def best(stmt: object, number: int) -> float:
@@ -44,7 +45,7 @@ def bench_count() -> None:
 
 
 def bench_plan() -> None:
-    deployment = {"metadata": {"name": "web"}, "spec": {"template": {"spec": {"containers": [
+    deployment = {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"template": {"spec": {"containers": [
         {"name": "app", "image": "registry.example.com/web:1", "env": [{"name": "A", "value": "1"}]}]}}}}  # fmt: skip
     appschedule = {
         "metadata": {"name": "shop", "namespace": "shop", "uid": "u", "generation": 1,
@@ -53,12 +54,13 @@ def bench_plan() -> None:
                  "tasks": [{"name": f"task-{i}", "schedule": f"{i} 3 * * *", "command": ["run"]} for i in range(50)]},
     }  # fmt: skip
     now = datetime(2026, 3, 27, 12, tzinfo=UTC)
-    first = plan(appschedule, deployment, [], [], now)
+    first = plan(world_of(appschedule, deployment), now)
     cronjobs = [dict(m, metadata={**m["metadata"], "uid": m["metadata"]["name"]}) for m in first.apply]
     settled = {**appschedule, "status": first.status}
-    assert not plan(settled, deployment, cronjobs, [], now).apply
+    world = world_of(settled, deployment, cronjobs)
+    assert not plan(world, now).apply
     rendering = best(lambda: render(settled, deployment), 5)
-    noop = best(lambda: plan(settled, deployment, cronjobs, [], now), 5)
+    noop = best(lambda: plan(world, now), 5)
     print(f"50-task AppSchedule   render {rendering * 1000:7.2f} ms   no-op plan {noop * 1000:7.2f} ms   "
           f"ratio {noop / rendering:5.2f}x of rendering")  # fmt: skip
 

@@ -109,7 +109,7 @@ def test_backoff_is_capped() -> None:
 def test_liveness_fails_when_a_worker_is_stuck(monkeypatch: pytest.MonkeyPatch) -> None:
     async def scenario() -> None:
         made = controller()
-        made.cluster = type("NoCalls", (), {"oldest_call": lambda self: 0.0})()  # type: ignore[assignment]
+        made.cluster = type("NoCalls", (), {"oldest_call": lambda self: 0.0})()
         assert made.health()["active"] == 0
         made.queue.add(("ns", "x"))
         await made.queue.get()

@@ -12,7 +12,7 @@ import yaml
 
 from appschedule.cronjobs import HASH_ANNOTATION, holds
 from appschedule.reconcile import plan
-from appschedule.state import State, World, project_appschedule, project_cronjob, project_deployment
+from appschedule.state import world_of as world
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
@@ -29,29 +29,6 @@ def appschedule() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((EXAMPLES / "appschedule.yaml").read_text())
     data["metadata"].update(uid="uid-shop", generation=1, creationTimestamp="2026-03-01T00:00:00Z")
     return data
-
-
-def world(
-    appschedule: dict[str, Any],
-    deployment: dict[str, Any] | None,
-    cronjobs: list[dict[str, Any]] = [],  # noqa: B006 - never mutated
-    siblings: list[dict[str, Any]] = [],  # noqa: B006
-) -> World:
-    """The in-memory view a reconcile of ``appschedule`` would read, built as the watches build it."""
-    state = State()
-    for obj in [*siblings, appschedule]:
-        state.put_appschedule(project_appschedule(obj))
-    if deployment is not None:
-        state.put_deployment(project_deployment(deployment))
-    for cronjob in cronjobs:
-        state.put_cronjob(project_cronjob(cronjob))
-    state.prune()
-    view = project_appschedule(appschedule)
-    if deployment is None:
-        state.drop_deployment(view.namespace, view.deployment)
-    built = state.world(view.key)
-    assert isinstance(built, World)
-    return built
 
 
 def as_existing(manifests: list[dict[str, Any]], uid: str = "uid-shop") -> list[dict[str, Any]]:
