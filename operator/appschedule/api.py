@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -80,14 +81,14 @@ class Cluster:
         self.core = client.CoreV1Api(api)
         self._lock = threading.Lock()
         self._inflight: dict[int, float] = {}
-        self.requests = 0
+        self.requests: Counter[str] = Counter()  # by namespace, for the liveness probe and tests
 
     @contextmanager
-    def _call(self) -> Iterator[None]:
+    def _call(self, namespace: str) -> Iterator[None]:
         token = object()
         with self._lock:
             self._inflight[id(token)] = time.monotonic()
-            self.requests += 1
+            self.requests[namespace] += 1
         try:
             yield
         finally:
@@ -106,7 +107,7 @@ class Cluster:
         return data
 
     def read_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
-        with self._call():
+        with self._call(namespace):
             try:
                 return self._json(self.apps.read_namespaced_deployment(
                     name, namespace, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
@@ -117,7 +118,7 @@ class Cluster:
 
     def controller_of(self, namespace: str, name: str) -> str | None:
         """The uid of the controller of an existing CronJob ("" when it has none), None when there is none."""
-        with self._call():
+        with self._call(namespace):
             try:
                 cronjob = self._json(self.batch.read_namespaced_cron_job(
                     name, namespace, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
@@ -131,7 +132,7 @@ class Cluster:
     def apply_cronjob(self, manifest: Mapping[str, Any], *, force: bool) -> dict[str, Any]:
         """Server-side apply. Without ``force`` (a CronJob we do not hold yet) a CronJob of the same name
         whose fields someone else manages makes it fail with 409 instead of taking it over."""
-        with self._call():
+        with self._call(str(manifest["metadata"]["namespace"])):
             return self._json(
                 self.batch.patch_namespaced_cron_job(
                     manifest["metadata"]["name"],
@@ -149,7 +150,7 @@ class Cluster:
         options = client.V1DeleteOptions(
             propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid) if uid else None
         )
-        with self._call():
+        with self._call(namespace):
             try:
                 self.batch.delete_namespaced_cron_job(
                     name, namespace, body=options, _preload_content=False, _request_timeout=self.timeout
@@ -173,7 +174,7 @@ class Cluster:
             "spec": appschedule.get("spec") or {},
             "status": status,
         }
-        with self._call():
+        with self._call(meta["namespace"]):
             return self._json(
                 self.custom.replace_namespaced_custom_object_status(
                     naming.GROUP, naming.VERSION, meta["namespace"], naming.PLURAL, meta["name"], body,
@@ -203,7 +204,7 @@ class Cluster:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        with self._call():
+        with self._call(meta["namespace"]):
             self.core.create_namespaced_event(
                 meta["namespace"], body, _preload_content=False, _request_timeout=self.timeout
             )

@@ -96,7 +96,9 @@ class Controller:
         stuck = max(self.queue.longest_active(), self.cluster.oldest_call() if self.cluster else 0.0)
         if stuck > STUCK_SECONDS:
             raise RuntimeError(f"a worker has been stuck for {stuck:.0f}s")
-        return {"queued": len(self.queue), "active": len(self.queue.active), "reconciles": self.reconciles}
+        requests = dict(self.cluster.requests) if self.cluster else {}
+        return {"queued": len(self.queue), "active": len(self.queue.active), "reconciles": self.reconciles,
+                "requests": requests}  # fmt: skip
 
     async def _resync(self) -> None:
         while True:

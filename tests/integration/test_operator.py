@@ -322,3 +322,51 @@ def test_a_cronjob_that_is_not_ours_is_never_taken_over(world: World) -> None:
     mine = world.cronjobs()["shop-report"]
     assert mine["spec"]["schedule"] == "0 0 * * *"
     assert "ownerReferences" not in mine["metadata"]
+
+
+def probe(operator: OperatorProcess) -> dict[str, Any]:
+    with urllib.request.urlopen(operator.liveness, timeout=10) as response:
+        result: dict[str, Any] = json.loads(response.read())["workers"]
+        return result
+
+
+def test_idle_operator_reads_only_from_its_watches(world: World, operator: OperatorProcess) -> None:
+    """Several resync periods with nothing changing: reconciles happen, from memory, with no request."""
+    world.deployment()
+    world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *")])
+    until(lambda: world.condition("shop").get("status") == "True" and len(world.cronjobs()) == 2, "convergence")
+    until(lambda: [r["writes"] for r in operator.reconciles(world.namespace, "shop")][-1:] == [0],
+          "a reconcile with nothing to do")  # fmt: skip
+    before = probe(operator)  # kopf caches probe results for 10 s: wait past that
+    seen = len(operator.reconciles(world.namespace, "shop"))
+    until(lambda: len(operator.reconciles(world.namespace, "shop")) >= seen + 4, "four resyncs", timeout=40)
+    until(lambda: probe(operator)["reconciles"] > before["reconciles"], "a fresh probe", timeout=30)
+    after = probe(operator)
+    # reconciles read nothing and wrote nothing (counted per namespace: other tests' namespaces may be busy)
+    assert after["requests"].get(world.namespace) == before["requests"].get(world.namespace)
+
+
+def test_owned_job_fields_are_put_back_and_foreign_additions_cause_no_write_loop(
+    world: World, operator: OperatorProcess, kubectl: Kubectl
+) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report")])
+    until(lambda: "shop-report" in world.cronjobs(), "the CronJob")
+    job_spec = world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]
+    assert (job_spec["parallelism"], job_spec["completions"]) == (1, 1)
+    world.batch.patch_namespaced_cron_job("shop-report", world.namespace,
+                                          {"spec": {"jobTemplate": {"spec": {"parallelism": 5}}}})  # fmt: skip
+    until(lambda: world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]["parallelism"] == 1,
+          "parallelism put back to 1")  # fmt: skip
+    kubectl("set", "env", "-n", world.namespace, "cronjob/shop-report", "EXTRA=1")
+    seen = len(operator.reconciles(world.namespace, "shop"))
+    until(lambda: len(operator.reconciles(world.namespace, "shop")) >= seen + 4, "four reconciles", timeout=40)
+    assert all(r["writes"] == 0 for r in operator.reconciles(world.namespace, "shop")[seen + 1 :])
+
+
+def test_task_with_empty_resources_inherits_the_containers(world: World) -> None:
+    world.deployment()
+    world.appschedule("shop", [task("report", resources={})])
+    until(lambda: "shop-report" in world.cronjobs(), "the CronJob")
+    run = world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert run["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
