@@ -8,7 +8,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from kubernetes import client
 
+from appschedule.api import Cluster
 from appschedule.controller import Controller, Options, Outcome
 from appschedule.workqueue import WorkQueue
 
@@ -109,7 +111,7 @@ def test_backoff_is_capped() -> None:
 def test_liveness_fails_when_a_worker_is_stuck(monkeypatch: pytest.MonkeyPatch) -> None:
     async def scenario() -> None:
         made = controller()
-        made.cluster = type("NoCalls", (), {"oldest_call": lambda self: 0.0})()
+        made.cluster = Cluster(client.ApiClient())  # makes no request here
         assert made.health()["active"] == 0
         made.queue.add(("ns", "x"))
         await made.queue.get()
