@@ -117,13 +117,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from . import controller, handlers
 
-    if args.resync_seconds <= 0 or args.workers < 1:
-        raise UserError("--resync-seconds and --workers must be positive")
+    if args.resync_seconds <= 0 or args.workers < 1 or args.full_resync_every < 1:
+        raise UserError("--resync-seconds, --workers and --full-resync-every must be positive")
     formats = {"json": kopf.LogFormat.JSON, "plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL}
     kopf.configure(verbose=args.verbose, log_format=formats[args.log_format], log_refkey="object")
     if not args.verbose:  # kopf reports every watch event's handler at INFO; ours log each reconcile
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    handlers.OPTIONS = controller.Options(resync_seconds=args.resync_seconds, workers=args.workers)
+    handlers.OPTIONS = controller.Options(
+        resync_seconds=args.resync_seconds, workers=args.workers, full_resync_every=args.full_resync_every
+    )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(
@@ -144,7 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the operator against the current kubeconfig or in-cluster config")
     run.add_argument("-n", "--namespace", action="append", help="watch only this namespace (repeatable); default all")
-    run.add_argument("--resync-seconds", type=float, default=60.0, help="reconcile every AppSchedule this often")
+    run.add_argument("--resync-seconds", type=float, default=60.0,
+                     help="re-plan from memory this often (no request when nothing changed)")  # fmt: skip
+    run.add_argument("--full-resync-every", type=int, default=10,
+                     help="resync periods between two re-plans of every AppSchedule (between them only those "
+                     "whose next run time passed are re-planned; default 10)")  # fmt: skip
     run.add_argument("--workers", type=int, default=4, help="AppSchedules reconciled at once (default 4)")
     run.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--peering", help="kopf peering object: several replicas, one active (default: standalone)")

@@ -4,9 +4,10 @@ A reconcile reads the in-memory view (state.py), calls the pure ``plan`` and wri
 nothing else: in steady state it makes no request at all. What it writes it also records in the view
 from the write's response, so the watch echo of its own write wakes nothing.
 
-The resync (every ``resync_seconds``) re-plans every AppSchedule from memory, spread evenly over the
-period, in the background lane of the queue: it costs CPU, makes no request when nothing changed, and
-never delays a watch event's reconcile. It exists for what time alone changes (the next run time).
+The resync (every ``resync_seconds``) re-plans from memory the AppSchedules whose next run time has
+passed (what time alone changes), and every AppSchedule every ``full_resync_every`` periods, spread evenly
+over the period, in the background lane of the queue: it costs CPU, makes no request when nothing
+changed, and never delays a watch event's reconcile.
 
 While the operator is paused (kopf peering: another replica with a higher priority is active), no
 worker takes a key and the resync queues nothing.
@@ -30,6 +31,7 @@ from .state import DeploymentMiss, State, World, project_cronjob, project_deploy
 from .workqueue import Key, WorkQueue
 
 log = logging.getLogger("appschedule")
+FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
 
 
@@ -39,6 +41,7 @@ class Options:
 
     resync_seconds: float = 60.0
     workers: int = 4
+    full_resync_every: int = FULL_EVERY
 
 
 @dataclass
@@ -98,14 +101,26 @@ class Controller:
             raise RuntimeError(f"a worker has been stuck for {stuck:.0f}s")
         requests = dict(self.cluster.requests) if self.cluster else {}
         return {"queued": len(self.queue), "active": len(self.queue.active), "reconciles": self.reconciles,
-                "requests": requests}  # fmt: skip
+                "requests": requests, "time": time.time()}  # fmt: skip
+
+    def due(self, now: datetime, full: bool) -> list[Key]:
+        """What a resync re-plans: every AppSchedule on a full round (the safety net), else only those
+        whose next run time has passed, the one thing time alone changes."""
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return [
+            key
+            for key, view in self.state.appschedules.items()
+            if full or str(view.status.get("nextRunTime") or "") <= stamp
+        ]
 
     async def _resync(self) -> None:
+        rounds = 0
         while True:
             period = self.options.resync_seconds
             await self.listed.wait()
             await self.running.wait()
-            keys = list(self.state.appschedules)
+            keys = self.due(datetime.now(UTC), full=rounds % self.options.full_resync_every == 0)
+            rounds += 1
             if not keys:
                 await asyncio.sleep(period)
                 continue

@@ -149,6 +149,8 @@ class OperatorProcess:
                     "run",
                     "--resync-seconds",
                     "3",
+                    "--full-resync-every",
+                    "1",
                     "--log-format",
                     "json",
                     "--liveness",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -337,11 +338,11 @@ def test_idle_operator_reads_only_from_its_watches(world: World, operator: Opera
     until(lambda: world.condition("shop").get("status") == "True" and len(world.cronjobs()) == 2, "convergence")
     until(lambda: [r["writes"] for r in operator.reconciles(world.namespace, "shop")][-1:] == [0],
           "a reconcile with nothing to do")  # fmt: skip
-    before = probe(operator)  # kopf caches probe results for 10 s: wait past that
+    converged = time.time()  # kopf caches probe results for 10 s: take only probes computed after this
+    before = until(lambda: (found := probe(operator))["time"] > converged and found, "a fresh probe", timeout=30)
     seen = len(operator.reconciles(world.namespace, "shop"))
     until(lambda: len(operator.reconciles(world.namespace, "shop")) >= seen + 4, "four resyncs", timeout=40)
-    until(lambda: probe(operator)["reconciles"] > before["reconciles"], "a fresh probe", timeout=30)
-    after = probe(operator)
+    after = until(lambda: (found := probe(operator))["time"] > before["time"] and found, "a fresh probe", timeout=30)
     # reconciles read nothing and wrote nothing (counted per namespace: other tests' namespaces may be busy)
     assert after["requests"].get(world.namespace) == before["requests"].get(world.namespace)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,6 +12,7 @@ from kubernetes import client
 
 from appschedule.api import Cluster
 from appschedule.controller import Controller, Options, Outcome
+from appschedule.state import project_appschedule
 from appschedule.workqueue import WorkQueue
 
 
@@ -143,5 +144,22 @@ def test_a_paused_replica_takes_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
         while not calls:
             await asyncio.sleep(0.01)
         await made.stop()
+
+    run(scenario)
+
+
+def test_a_resync_replans_only_what_time_changed_except_on_a_full_round() -> None:
+    async def scenario() -> None:
+        made = controller()
+        for name, upcoming in (("later", "2026-03-27T13:00:00Z"), ("passed", "2026-03-27T11:00:00Z")):
+            body = {
+                "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1"},
+                "spec": {"deploymentRef": {"name": "web"}, "tasks": []},
+                "status": {"nextRunTime": upcoming},
+            }
+            made.state.put_appschedule(project_appschedule(body))
+        now = datetime(2026, 3, 27, 12, tzinfo=UTC)
+        assert made.due(now, full=False) == [("ns", "passed")]
+        assert sorted(made.due(now, full=True)) == [("ns", "later"), ("ns", "passed")]
 
     run(scenario)
