@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/cluster/localcluster.py
 
-.PHONY: run bench venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
+.PHONY: run bench bench-cluster venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ test: lint typecheck unit integration  ## what CI runs
 
 bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the same run
 	$(BIN)/python bench/bench_core.py
+
+bench-cluster: venv tools  ## the operator on its own local cluster against the floor (BENCHMARKS.md); ARGS=--quick
+	$(BIN)/python bench/bench_cluster.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,8 @@ Invariants this file keeps:
   reused the id) and removes the directory.
 * ``up`` while a healthy cluster runs from the same state directory reuses it; when a port is taken by
   anything else it fails and says which, so two clusters never share ports.
+* Every port is in ``PORTS``, shifted by ``$APPSCHEDULE_PORT_OFFSET`` (default 0): a second cluster needs
+  both its own state directory and its own offset.
 
 Usage: localcluster.py tools | up | down | status | stop COMPONENT | start COMPONENT | env
 """
@@ -52,13 +54,19 @@ STATE = Path(os.environ.get("APPSCHEDULE_CLUSTER_DIR", CACHE / "cluster"))
 TOOLS_BIN = REPO / ".tools" / "bin"
 
 HOST = "127.0.0.1"
+# APPSCHEDULE_PORT_OFFSET moves every port, so a second cluster (with its own APPSCHEDULE_CLUSTER_DIR) can run
+# beside the default one, e.g. the cluster benchmark's at offset 1000.
+PORT_OFFSET = int(os.environ.get("APPSCHEDULE_PORT_OFFSET", "0"))
 PORTS = {
-    "etcd": 32379,
-    "etcd-peer": 32380,
-    "kube-apiserver": 36443,
-    "kube-controller-manager": 36257,
-    "kube-scheduler": 36259,
-    "kwok": 36280,
+    name: port + PORT_OFFSET
+    for name, port in {
+        "etcd": 32379,
+        "etcd-peer": 32380,
+        "kube-apiserver": 36443,
+        "kube-controller-manager": 36257,
+        "kube-scheduler": 36259,
+        "kwok": 36280,
+    }.items()
 }
 SERVICE_CIDR = "10.0.0.0/24"
 NODE_NAME = "kwok-node-0"
