@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBECTL=.tools/bin/kubectl
 
+WEBHOOKS=()
 if [ "${APPSCHEDULE_LOCAL:-}" != 1 ] && { [ -n "${KUBECONFIG:-}" ] || [ -f "$HOME/.kube/config" ]; }; then
   if "$KUBECTL" version --request-timeout=5s >/dev/null 2>&1; then
     echo "using the cluster of the current kubeconfig, context $("$KUBECTL" config current-context)" \
@@ -17,6 +18,9 @@ if [ "${APPSCHEDULE_LOCAL:-}" != 1 ] && { [ -n "${KUBECONFIG:-}" ] || [ -f "$HOM
 else
   python3 hack/cluster/localcluster.py up
   eval "$(python3 hack/cluster/localcluster.py env)"
+  # the local API server runs on this machine: it can call the webhooks on loopback (a remote one
+  # cannot; there the Jobs run without their key until the chart installs the operator in the cluster)
+  WEBHOOKS=(--webhook-port "${WEBHOOK_PORT:-9443}")
 fi
 
 "$KUBECTL" apply --server-side -f crds/appschedule.dev_appschedules.yaml
@@ -30,7 +34,8 @@ The operator runs below (Ctrl-C stops it). In another terminal:
   export KUBECONFIG=${KUBECONFIG:-$HOME/.kube/config} PATH=$PWD/.tools/bin:\$PATH
   kubectl get appschedules -A           # -o wide for image and reason
   kubectl get cronjobs -n shop
-  kubectl describe appschedule -n shop shop
+  kubectl describe appschedule -n shop shop   # the run ledger: counts, recent runs, Events
+  curl -s localhost:${METRICS_PORT:-8000}/metrics | grep ^appschedule_
 
 MSG
-exec .venv/bin/appschedule run --log-format "${LOG_FORMAT:-plain}"
+exec .venv/bin/appschedule run --log-format "${LOG_FORMAT:-plain}" --metrics-port "${METRICS_PORT:-8000}" "${WEBHOOKS[@]}"

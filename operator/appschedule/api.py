@@ -159,6 +159,19 @@ class Cluster:
                 if error.status not in (404, 409):
                     raise
 
+    def release_job(self, namespace: str, name: str, finalizer: str) -> dict[str, Any] | None:
+        """Remove our finalizer from a Job (the ledger has recorded it); None when the Job is gone."""
+        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [finalizer]}}
+        with self._call(namespace):
+            try:
+                return self._json(self.batch.patch_namespaced_job(
+                    name, namespace, patch, _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
     def replace_status(self, appschedule: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
         """PUT the status with the resourceVersion it was computed from: a 409 means the object moved on
         and the reconcile is run again from the newer view; no update is ever lost or written blind."""

@@ -1,4 +1,4 @@
-"""The ``appschedule`` command: run | render | next | crd.
+"""The ``appschedule`` command: run | render | next | key | crd.
 
 Bad input gets one line on stderr and exit status 1 (2 for usage), never a traceback.
 """
@@ -123,9 +123,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     kopf.configure(verbose=args.verbose, log_format=formats[args.log_format], log_refkey="object")
     if not args.verbose:  # kopf reports every watch event's handler at INFO; ours log each reconcile
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    kinds = {k for k in args.webhooks.split(",") if k}
+    if not kinds <= set(handlers.WEBHOOKS):
+        raise UserError(f"--webhooks: choose from {', '.join(handlers.WEBHOOKS)}")
+    if args.webhook_service and "/" not in args.webhook_service:
+        raise UserError("--webhook-service must be <namespace>/<name>")
     handlers.OPTIONS = controller.Options(
-        resync_seconds=args.resync_seconds, workers=args.workers, full_resync_every=args.full_resync_every
-    )
+        resync_seconds=args.resync_seconds, workers=args.workers, full_resync_every=args.full_resync_every,
+        webhook_port=args.webhook_port, webhook_addr=args.webhook_addr, webhook_host=args.webhook_host,
+        webhook_service=args.webhook_service, webhook_cert_dir=args.webhook_cert_dir, metrics_port=args.metrics_port,
+        webhooks=frozenset(kinds), webhook_config_name=args.webhook_config_name,
+    )  # fmt: skip
+    if args.webhook_port:
+        handlers.register_webhooks(kinds)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(
@@ -137,6 +147,24 @@ def cmd_run(args: argparse.Namespace) -> int:
                 liveness_endpoint=args.liveness,
             )
         )
+    return 0
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    """The run's idempotency key inside its container, from its environment (keys.from_environment)."""
+    import os
+
+    from . import keys
+
+    env = dict(os.environ)
+    try:
+        scheduled = keys.from_environment(env, datetime.now(UTC))
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if args.time:
+        print(keys.rfc3339(scheduled.time))
+    else:
+        print(scheduled.key(env.get("APPSCHEDULE_TASK") or ""))
     return 0
 
 
@@ -156,6 +184,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--peering", help="kopf peering object: several replicas, one active (default: standalone)")
     run.add_argument("--priority", type=int, default=0, help="peering priority; give each replica its own")
     run.add_argument("--log-format", choices=["json", "plain", "full"], default="json", help="default json")
+    run.add_argument("--webhook-port", type=int, help="serve the admission webhooks (key injection on Jobs, "
+                     "validation of AppSchedules) on this port; default: no webhooks")  # fmt: skip
+    run.add_argument("--webhook-addr", default="0.0.0.0", help="address the webhook server listens on")
+    run.add_argument("--webhook-host", default="127.0.0.1",
+                     help="host the API server calls the webhooks at (https://HOST:PORT), "
+                     "when no --webhook-service")  # fmt: skip
+    run.add_argument("--webhook-service", help="<namespace>/<name> of the Service the API server calls the "
+                     "webhooks through (port 443), in a cluster")  # fmt: skip
+    run.add_argument("--webhook-cert-dir", help="directory with tls.crt, tls.key and ca.crt (e.g. from "
+                     "cert-manager); default: the operator makes a CA and certificate at start")  # fmt: skip
+    run.add_argument("--webhooks", default="keys,validation",
+                     help="which webhooks to serve: keys (on Jobs), validation (of AppSchedules); "
+                     "default both")  # fmt: skip
+    run.add_argument("--webhook-config-name", default="appschedule-operator.appschedule.dev",
+                     help="name of the Mutating/ValidatingWebhookConfiguration the operator keeps (a domain: "
+                     "its webhooks are named <id>.<this>)")  # fmt: skip
+    run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port; default: none")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.set_defaults(func=cmd_run)
 
@@ -173,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     nxt.add_argument("-n", "--count", type=int, default=5, help="runs per task (default 5)")
     nxt.add_argument("--after", help="RFC 3339 time to start from (default: now)")
     nxt.set_defaults(func=cmd_next)
+
+    key = commands.add_parser("key", help="print this run's idempotency key, inside a task's container "
+                              "(from APPSCHEDULE_* variables; for when the webhook did not set it)")  # fmt: skip
+    key.add_argument("--time", action="store_true", help="print the scheduled time instead of the key")
+    key.set_defaults(func=cmd_key)
     return parser
 
 

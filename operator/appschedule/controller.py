@@ -24,10 +24,10 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from . import naming
+from . import metrics, naming
 from .api import Cluster, classify, message_of
 from .reconcile import plan
-from .state import DeploymentMiss, State, World, project_cronjob, project_deployment
+from .state import LEDGER_FINALIZER, DeploymentMiss, State, World, project_cronjob, project_deployment
 from .workqueue import Key, WorkQueue
 
 log = logging.getLogger("appschedule")
@@ -42,6 +42,16 @@ class Options:
     resync_seconds: float = 60.0
     workers: int = 4
     full_resync_every: int = FULL_EVERY
+    webhook_port: int | None = None  # serve the admission webhooks on this port (None: no webhooks)
+    webhook_addr: str = "0.0.0.0"
+    webhook_host: str = "127.0.0.1"  # the name or address the API server calls (a URL), when no service
+    webhook_service: str | None = None  # "<namespace>/<name>": the API server calls this Service instead
+    webhook_cert_dir: str | None = None  # tls.crt, tls.key (and ca.crt); else a CA and certificate are made
+    webhooks: frozenset[str] = frozenset({"keys", "validation"})
+    webhook_config_name: str = (
+        "appschedule-operator.appschedule.dev"  # the Mutating/ValidatingWebhookConfiguration kopf keeps
+    )
+    metrics_port: int | None = None
 
 
 @dataclass
@@ -50,10 +60,11 @@ class Outcome:
     deleted: int = 0
     status: int = 0
     events: int = 0
+    released: int = 0
 
     @property
     def writes(self) -> int:
-        return self.applied + self.deleted + self.status + self.events
+        return self.applied + self.deleted + self.status + self.events + self.released
 
 
 class WriteFailed(Exception):
@@ -70,6 +81,7 @@ class Controller:
     listed: asyncio.Event = field(default_factory=asyncio.Event)  # every watch's initial listing is in
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
+    timers: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # when time alone changes a ledger
 
     def wake(self, keys: set[Key], *, urgent: bool = True) -> None:
         for key in keys:
@@ -90,6 +102,8 @@ class Controller:
 
     async def stop(self) -> None:
         self.queue.close()
+        for timer in self.timers.values():
+            timer.cancel()
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -153,22 +167,28 @@ class Controller:
         try:
             outcome = await self.reconcile(key, datetime.now(UTC))
         except ApiException as error:
+            metrics.RECONCILES.labels("failed").inc()
             conflict = error.status == 409
             log.warning("reconcile of %s/%s failed (%s %s)", *key, error.status, error.reason)
             self.queue.done(key, retry_in=self.queue.failed(key, conflict=conflict))
         except WriteFailed as error:
+            metrics.RECONCILES.labels("failed").inc()
             log.warning("reconcile of %s/%s failed: %s", *key, error)
             self.queue.done(key, retry_in=self.queue.failed(key))
         except Exception as error:
+            metrics.RECONCILES.labels("failed").inc()
             log.exception("reconcile of %s/%s failed", *key)
             self.queue.done(key, retry_in=self.queue.failed(key))
             del error
         else:
             self.reconciles += 1
+            metrics.RECONCILES.labels("ok").inc()
+            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
             self.queue.done(key)
             log.info(
-                "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d writes=%d in %.0fms",
-                *key, outcome.applied, outcome.deleted, outcome.status, outcome.events, outcome.writes,
+                "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d released=%d writes=%d in %.0fms",
+                *key, outcome.applied, outcome.deleted, outcome.status, outcome.events, outcome.released,
+                outcome.writes,
                 (time.monotonic() - started) * 1000,
                 extra={"namespace": key[0], "appschedule": key[1], "writes": outcome.writes},
             )  # fmt: skip
@@ -187,8 +207,13 @@ class Controller:
 
     async def reconcile(self, key: Key, now: datetime) -> Outcome:
         world = await self._world(key)
-        if world is None:
-            return Outcome()  # gone or going: its CronJobs go with it (garbage collection by ownerReference)
+        if world is None:  # gone or going: its CronJobs go with it (garbage collection by ownerReference)
+            outcome = Outcome()
+            if key not in self.state.appschedules:  # its Jobs can be counted by nobody: let them go
+                holding = [j.name for j in self.state.jobs_of(key) if j.finalizer]
+                outcome.released = await self._release(key[0], holding)
+                metrics.forget(key[0], key[1], {j.task for j in self.state.jobs_of(key)})
+            return outcome
         view = world.appschedule
         decided = plan(world, now)
         outcome = Outcome()
@@ -233,6 +258,10 @@ class Controller:
             body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
             self.state.stored_status(key, body.get("status") or {}, str(body["metadata"]["resourceVersion"]))
             outcome.status = 1
+            metrics.record_status(key[0], key[1], view.status, body.get("status") or {})
+            metrics.record_durations(key[0], key[1], decided.finished)
+        outcome.released = await self._release(key[0], decided.release)  # recorded in the status written
+        self._wake_at(key, decided.wake_at, now)
         for event in decided.events:
             try:
                 await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)
@@ -242,6 +271,35 @@ class Controller:
         if failed:
             raise WriteFailed("; ".join(failed.values()))
         return outcome
+
+    async def _release(self, namespace: str, jobs: list[str]) -> int:
+        """Take our finalizer off Jobs the ledger has recorded (or that nobody can record any more)."""
+        released = 0
+        for name in jobs:
+            try:
+                await asyncio.to_thread(self.cluster.release_job, namespace, name, LEDGER_FINALIZER)
+            except ApiException as error:  # tried again on the next reconcile: the Job still holds it
+                log.warning("could not release Job %s/%s: %s %s", namespace, name, error.status, error.reason)
+                continue
+            self.state.released(namespace, name)
+            released += 1
+        return released
+
+    def _wake_at(self, key: Key, moment: datetime | None, now: datetime) -> None:
+        """Queue the key again when time alone will change its ledger (a run due, a grace or deadline over)."""
+        old = self.timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        if moment is None:
+            return
+        delay = max(0.0, (moment - now).total_seconds())
+        loop = asyncio.get_running_loop()
+        self.timers[key] = loop.call_later(delay, lambda: self._timer_fired(key))
+
+    def _timer_fired(self, key: Key) -> None:
+        self.timers.pop(key, None)
+        if key in self.state.appschedules and self.running.is_set():
+            self.queue.add(key, urgent=False)
 
     async def _apply(self, manifest: dict[str, Any], *, force: bool, uid: str) -> dict[str, Any]:
         try:

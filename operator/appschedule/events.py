@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .ledger import LedgerEvent
 from .models import Condition
 from .render import SpecError
-from .status import REASONS, summarize
+from .status import MESSAGE_MAX, REASONS, summarize
 
 
 @dataclass(frozen=True)
@@ -37,3 +38,24 @@ def for_change(old_ready: Mapping[str, Any], ready: Condition, errors: Sequence[
     if ready.status == "True" and old_ready.get("status") == "False":
         events.append(Event("Normal", "Reconciled", ready.message))
     return events
+
+
+AGGREGATE = 3  # more tasks than this with one reason in one reconcile: one Event for them all
+
+
+def for_runs(found: Sequence[LedgerEvent]) -> list[Event]:
+    """The ledger's Events of one reconcile: one per task and reason, or one per reason when many tasks
+    share it (an outage that made 100 tasks miss a run is one ``MissedRun`` that says so)."""
+    by_reason: dict[str, list[LedgerEvent]] = {}
+    for event in found:
+        by_reason.setdefault(event.reason, []).append(event)
+    out: list[Event] = []
+    for reason, group in by_reason.items():
+        if len(group) <= AGGREGATE:
+            out.extend(Event(e.type, e.reason, e.message) for e in group)
+            continue
+        total = sum(e.count for e in group)
+        shown = "; ".join(e.message for e in group[:AGGREGATE])
+        message = f"{len(group)} tasks, {total} in all: {shown}; and {len(group) - AGGREGATE} more task(s)"
+        out.append(Event(group[0].type, reason, message[:MESSAGE_MAX]))
+    return out

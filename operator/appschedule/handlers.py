@@ -17,8 +17,14 @@ a ``labels=`` filter on a handler would be applied in the client, after every Cr
 was sent and decoded). Deployments cannot be filtered that way (AppSchedules name them), so every
 Deployment event is decoded, and one that changes nothing a rendering reads costs nothing more.
 
+Jobs of our tasks are watched the same way (filtered by the ``appschedule.dev/task`` label on the API
+server) for the run ledger. The admission webhooks (webhooks.py) are kopf's, served over TLS with a
+certificate from files or made at start (certs.py); kopf keeps the webhook configurations, with their
+caBundle, in place. Prometheus metrics are served on their own port (metrics.py).
+
 kopf stores nothing on the objects (no finalizer, no annotations: only event and index handlers),
-so the operator can be killed at any point and converges when started again.
+so the operator can be killed at any point and converges when started again. The one finalizer is
+the ledger's own, on Jobs, set at admission and removed once the Job is recorded.
 
 Every handler is ``async``: kopf runs plain functions in threads, and the view is touched from the
 event loop only.
@@ -27,15 +33,18 @@ event loop only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import kopf
 
-from . import naming
+from . import certs, metrics, naming, webhooks
 from .api import Cluster, api_client
 from .controller import Controller, Options
-from .state import project_appschedule, project_cronjob, project_deployment
+from .state import project_appschedule, project_cronjob, project_deployment, project_job
 
 log = logging.getLogger("appschedule")
 OPTIONS = Options()
@@ -77,13 +86,48 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     settings.watching.label_selectors["batch", "v1", "cronjobs"] = CRONJOB_SELECTOR
+    settings.watching.label_selectors["batch", "v1", "jobs"] = naming.LABEL_TASK
     settings.posting.level = logging.WARNING
+    if OPTIONS.webhook_port:
+        settings.admission.server = _webhook_server(OPTIONS)
+        settings.admission.managed = OPTIONS.webhook_config_name
+    if OPTIONS.metrics_port:
+        metrics.serve(OPTIONS.metrics_port)
     controller = Controller(Cluster(api_client()), OPTIONS)
     memo["controller"] = controller
     await controller.start()
     peering = _PeeringLog(controller)
     logging.getLogger("kopf").addHandler(peering)
     memo["peering_log"] = peering
+
+
+class _ServiceWebhookServer(kopf.WebhookServer):
+    """In a cluster the API server reaches the webhooks through a Service, not a URL."""
+
+    def __init__(self, service: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.service_namespace, self.service_name = service.split("/", 1)
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        async for config in super().__call__(fn):
+            yield {"service": {"namespace": self.service_namespace, "name": self.service_name, "port": 443},
+                   "caBundle": config.get("caBundle")}  # fmt: skip
+
+
+def _webhook_server(options: Options) -> kopf.WebhookServer:
+    if options.webhook_cert_dir:
+        files = certs.from_dir(Path(options.webhook_cert_dir))
+    else:
+        hosts = [options.webhook_host]
+        if options.webhook_service:
+            namespace, name = options.webhook_service.split("/", 1)
+            hosts = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}"]
+        files = certs.generate(Path(tempfile.mkdtemp(prefix="appschedule-webhook-")), hosts)
+    common: dict[str, Any] = {"addr": options.webhook_addr, "port": options.webhook_port, "certfile": str(files.cert),
+                              "pkeyfile": str(files.key), "cafile": str(files.ca) if files.ca else None}  # fmt: skip
+    if options.webhook_service:
+        return _ServiceWebhookServer(options.webhook_service, **common)
+    return kopf.WebhookServer(host=options.webhook_host, **common)
 
 
 @kopf.on.cleanup()
@@ -118,6 +162,12 @@ async def cronjob_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller.wake(controller.state.put_cronjob(project_cronjob(body)))
 
 
+@kopf.index("batch", "v1", "jobs")
+async def job_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    controller = _controller(memo)
+    controller.wake(controller.state.put_job(project_job(body)))
+
+
 # -- deletions, and the start of the work once every listing is in
 
 
@@ -150,3 +200,44 @@ async def cronjob_event(event: Mapping[str, Any], namespace: str | None, name: s
     controller = _deleted(event, memo)
     if controller and namespace:
         controller.wake(controller.state.drop_cronjob(namespace, name))
+
+
+@kopf.on.event("batch", "v1", "jobs")
+async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    controller = _deleted(event, memo)
+    if controller and namespace:
+        controller.wake(controller.state.drop_job(namespace, name))
+
+
+# -- admission (webhooks.py): failurePolicy Ignore, so an operator outage never blocks a run or a user
+
+
+async def key_jobs(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    try:
+        found = webhooks.mutate_job(body, datetime.now(UTC))
+    except Exception:  # an error would deny the Job (failurePolicy covers only calls that fail): admit it
+        log.exception("could not key Job %s; admitted without its key", body.get("metadata", {}).get("name"))
+        return
+    if found:
+        patch.update(found)
+
+
+async def check_appschedules(body: kopf.Body, **_: Any) -> None:
+    message = webhooks.check_appschedule(body)
+    if message:
+        raise kopf.AdmissionError(message, code=422)
+
+
+WEBHOOKS = ("keys", "validation")
+
+
+def register_webhooks(kinds: set[str]) -> None:
+    """Serve the admission webhooks named (keys: on Jobs; validation: on AppSchedules). Both are
+    failurePolicy Ignore and persistent (they stay configured while the operator restarts)."""
+    if "keys" in kinds:
+        kopf.on.mutate("batch", "v1", "jobs", id="key-jobs", operations=["CREATE"], persistent=True,
+                       ignore_failures=True, labels={naming.LABEL_TASK: kopf.PRESENT})(key_jobs)  # fmt: skip
+    if "validation" in kinds:
+        kopf.on.validate(naming.GROUP, naming.VERSION, naming.PLURAL, id="check-appschedules",
+                         operations=["CREATE", "UPDATE"], persistent=True, ignore_failures=True,
+                         subresource=None)(check_appschedules)  # fmt: skip

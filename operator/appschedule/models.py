@@ -231,7 +231,7 @@ class Counts(Model):
     succeeded: int = Field(0, description="Runs that succeeded.")
     failed: int = Field(0, description="Runs that failed.")
     missed: int = Field(0, description="Scheduled times that got no Job and no longer can.")
-    late: int = Field(0, description="Runs that started after missedRunGraceSeconds.")
+    late: int = Field(0, description="Runs whose Job was created more than missedRunGraceSeconds late.")
     skipped: int = Field(0, description="Scheduled times skipped for a stated reason (suspended, Forbid).")
     duplicates: int = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
     stuck: int = Field(0, description="Runs still active after activeDeadlineSeconds.")
@@ -241,11 +241,31 @@ class RunRecord(Model):
     key: str = Field(description="The run's idempotency key, <task>@<scheduled time>.")
     job: str | None = Field(None, description="Name of the run's Job.")
     scheduled_time: Time = Field(description="The scheduled time the run belongs to.")
-    state: Literal["Active", "Succeeded", "Failed", "Missed", "Skipped"] = Field(description="Where the run is.")
-    start_time: Time | None = Field(None, description="When its Job started.")
+    state: Literal["Active", "Succeeded", "Failed", "Missed", "Unknown"] = Field(
+        description="Active, Succeeded or Failed (from the Job's conditions); Missed (no Job, and none can start "
+        "any more); Unknown (its Job was deleted unseen)."
+    )
+    start_time: Time | None = Field(None, description="When its Job was created.")
     finish_time: Time | None = Field(None, description="When its Job finished.")
-    delay_seconds: int | None = Field(None, description="Seconds from the scheduled time to the Job's start.")
+    delay_seconds: int | None = Field(None, description="Seconds from the scheduled time to the Job's creation.")
     attempts: int | None = Field(None, description="Pods started for the run.")
+    duplicates: int | None = Field(None, description="Jobs beyond the first for this scheduled time.")
+    stuck: bool | None = Field(None, description="Still active after activeDeadlineSeconds, or stopped for it.")
+    key_injected: bool | None = Field(
+        None, description="False when the Job was admitted without its key (the webhook did not run)."
+    )
+
+
+class JobRecord(Model):
+    """A Job the ledger has counted, kept while the Job exists (or its time is not settled) so that no
+    restart counts it again."""
+
+    name: str = Field(description="The Job's name.")
+    scheduled_time: Time = Field(description="The scheduled time it belongs to.")
+    run: bool | None = Field(None, description="True for the run of its time, absent for a duplicate.")
+    finished: bool | None = Field(None, description="Its outcome is counted.")
+    stuck: bool | None = Field(None, description="Counted stuck.")
+    not_started: bool | None = Field(None, description="Reported as not started (no pod).")
 
 
 class TaskStatus(Model):
@@ -254,13 +274,17 @@ class TaskStatus(Model):
     next_run_time: Time | None = Field(None, description="The task's next scheduled time.")
     last_run: RunRecord | None = Field(None, description="The task's most recent run.")
     last_successful_time: Time | None = Field(None, description="Scheduled time of the last successful run.")
-    counts: Counts | None = Field(None, description="Runs counted since tracking began.")
-    recent: list[RunRecord] | None = Field(None, description="The last 10 runs, newest first.")
+    counts: Counts | None = Field(None, description="Runs counted since the task was first tracked.")
+    recent: list[RunRecord] | None = Field(None, description="The last 10 runs and misses, newest first.")
     missed_times: list[Time] | None = Field(None, description="The last 10 missed scheduled times.")
+    schedule: str | None = Field(None, description="The schedule runs are counted for (its CronJob's).")
+    time_zone: str | None = Field(None, description="The time zone runs are counted in (its CronJob's).")
     tracking_since: Time | None = Field(
         None, description="Since when runs are counted: the task's schedule and time zone are unchanged since."
     )
-    checked_until: Time | None = Field(None, description="Scheduled times up to here have been counted.")
+    checked_until: Time | None = Field(None, description="Scheduled times up to here are settled and counted.")
+    late_since: Time | None = Field(None, description="A scheduled time that has no Job past its grace, reported.")
+    jobs: list[JobRecord] | None = Field(None, description="Jobs counted that still exist (the ledger's memory).")
 
 
 class AppScheduleStatus(Model):

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import cronjobs, events, naming, ownership, status
+from . import cronjobs, events, ledger, naming, ownership, status
 from .events import Event
-from .render import Manifest, SpecError, render
+from .models import DEFAULTS, TaskStatus
+from .render import Manifest, Rendered, SpecError, render
+from .schedule import ScheduleError, parse
 from .state import World
 
 __all__ = ["Event", "Plan", "plan"]
@@ -38,6 +40,9 @@ class Plan:
     status: dict[str, Any] = field(default_factory=dict)
     status_changed: bool = False
     events: list[Event] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)  # Jobs whose ledger finalizer goes once status is written
+    wake_at: datetime | None = None  # when time alone changes the ledger next
+    finished: list[tuple[str, str, float]] = field(default_factory=list)  # (task, result, seconds) of ended runs
 
 
 def _index(spec: Mapping[str, Any], task: str) -> int:
@@ -106,6 +111,10 @@ def plan(
     names = list(dict.fromkeys([*view.declared, *running]))
     now_text = status.rfc3339(now)
     ready = status.ready_condition(errors, len(desired), view.deployment, view.status, view.generation, now_text)
+    runs = _ledgers(world, running, rendered, now, result)
+    healthy = status.runs_healthy_condition(
+        [p for a in runs.values() for p in a.problems], len(runs), view.status, view.generation, now_text
+    ) if runs else None  # fmt: skip
     result.status = status.build(
         old=view.status,
         generation=view.generation,
@@ -116,13 +125,66 @@ def plan(
         image=(view.deployment, rendered.image) if rendered.image and world.deployment is not None else None,
         task_count=len(spec.get("tasks") or []),
         now=now,
+        ledgers={task: a.status for task, a in runs.items()},
+        runs_healthy=healthy,
     )
     result.status_changed = status.changed(result.status, view.status)
     old_ready: Mapping[str, Any] = next(
         (c for c in view.status.get("conditions") or [] if c.get("type") == "Ready"), {}
     )
-    result.events = events.for_change(old_ready, ready, errors)
+    result.events = events.for_change(old_ready, ready, errors) + events.for_runs([e for a in runs.values()
+                                                                                 for e in a.events])  # fmt: skip
     return result
+
+
+def _grace(rendered: Rendered, task: str) -> int:
+    spec = rendered.spec
+    found = next((t for t in spec.tasks if t.name == task), None) if spec is not None else None
+    return (
+        int(found.resolved(spec)["missedRunGraceSeconds"]) if found and spec else int(DEFAULTS["missedRunGraceSeconds"])
+    )
+
+
+def task_config(task: str, cronjob: str, spec: Mapping[str, Any], grace: int) -> ledger.TaskConfig | None:
+    """What the ledger counts against: the settings the task's CronJob really runs with."""
+    try:
+        schedule = parse(str(spec.get("schedule")), str(spec.get("timeZone") or "UTC"))
+    except ScheduleError:
+        return None
+    job = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return ledger.TaskConfig(
+        task=task, cronjob=cronjob, schedule=schedule, suspend=bool(spec.get("suspend")),
+        concurrency=str(spec.get("concurrencyPolicy") or "Allow"),
+        starting_deadline=spec.get("startingDeadlineSeconds"), active_deadline=job.get("activeDeadlineSeconds"),
+        grace=grace,
+    )  # fmt: skip
+
+
+def _ledgers(
+    world: World, running: Mapping[str, tuple[str, Mapping[str, Any]]], rendered: Rendered, now: datetime, out: Plan
+) -> dict[str, ledger.Advance]:
+    """Advance the ledger of every task that has a CronJob; collect what the shell must do for it. The
+    Jobs of a task that no longer runs are let go once they are done (nothing can count them)."""
+    previous = {t.get("name"): t for t in world.appschedule.status.get("tasks") or [] if isinstance(t, Mapping)}
+    advanced: dict[str, ledger.Advance] = {}
+    for task, (cronjob, spec) in running.items():
+        config = task_config(task, cronjob, spec, _grace(rendered, task))
+        if config is None:
+            continue
+        try:
+            progress = TaskStatus.model_validate(previous[task]) if task in previous else None
+        except ValueError:
+            progress = None  # an entry written by hand that does not parse: tracking starts again
+        step = ledger.advance(progress, config, world.jobs.get(task, ()), now)
+        advanced[task] = step
+        out.release.extend(step.release)
+        out.finished.extend((task, result, seconds) for result, seconds in step.finished)
+        if step.wake_at is not None and (out.wake_at is None or step.wake_at < out.wake_at):
+            out.wake_at = step.wake_at
+    for task, jobs in world.jobs.items():
+        if task not in advanced:
+            out.release.extend(j.name for j in jobs if j.finalizer and (j.outcome or j.deleting))
+    return advanced
 
 
 def _conflicting(errors: list[SpecError]) -> dict[str, SpecError]:

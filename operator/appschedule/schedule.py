@@ -43,6 +43,7 @@ __all__ = [
     "parse",
     "previous_fire",
     "repeat_of",
+    "repeats_between",
     "round_down",
 ]
 
@@ -516,3 +517,23 @@ def count_fires(schedule: Schedule, start: datetime, end: datetime) -> int:
             total += sum(1 for fire in _iter_fires(schedule, chain_from, until=stop) if _unix(fire) > begin)
         day += timedelta(days=1)
     return total
+
+
+def repeats_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
+    """The fires in (start, end] that repeat an earlier fire's wall-clock time (``repeat_of``): only
+    daylight-saving days are looked at, so the cost is bounded by the days in the window."""
+    if not schedule.fixed_hours or schedule.time_zone == "UTC":
+        return []
+    zone = _zone_or_none(schedule)
+    lo, hi = _unix(start), _unix(end)
+    found: list[datetime] = []
+    day = date(*_wall(zone, lo)[:3])
+    last_day = date(*_wall(zone, hi)[:3])
+    while day <= last_day:
+        day_start, day_end, regular = _day_bounds(zone, day)
+        if not regular:
+            for fire in _iter_fires(schedule, max(lo, day_start - 1), until=min(hi, day_end - 1)):
+                if repeat_of(schedule, fire) is not None:
+                    found.append(fire)
+        day += timedelta(days=1)
+    return found

@@ -180,6 +180,73 @@ def project_cronjob(body: Mapping[str, Any]) -> CronJobView:
     )
 
 
+JOB_ANNOTATIONS = (
+    naming.ANNOTATION_SCHEDULED_TIME,
+    naming.ANNOTATION_IDEMPOTENCY_KEY,
+    naming.CRONJOB_SCHEDULED_TIMESTAMP,
+)
+LEDGER_FINALIZER = f"{naming.GROUP}/ledger"
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A Job of one of our tasks (the watch is filtered by the task label on the API server): what the
+    ledger reads, nothing else (no pod template, no managedFields)."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    appschedule: str
+    task: str
+    created: str
+    annotations: Mapping[str, str]  # only JOB_ANNOTATIONS
+    finalizer: bool  # holds our ledger finalizer
+    deleting: bool
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    outcome: str | None = None  # "Complete" or "Failed" (the Job's terminal condition)
+    reason: str | None = None  # the Failed condition's reason, e.g. DeadlineExceeded, BackoffLimitExceeded
+    finish_time: str | None = None
+
+    def same_except_version(self, other: JobView) -> bool:
+        return {**self.__dict__, "resource_version": ""} == {**other.__dict__, "resource_version": ""}
+
+
+def project_job(body: Mapping[str, Any]) -> JobView:
+    meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
+    labels = _dict(meta.get("labels"))
+    annotations = _dict(meta.get("annotations"))
+    outcome = reason = finish = None
+    for condition in status.get("conditions") or []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("status") == "True"
+            and condition.get("type") in ("Complete", "Failed")
+        ):
+            outcome, reason = str(condition["type"]), condition.get("reason")
+            finish = condition.get("lastTransitionTime")
+    return JobView(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        appschedule=str(labels.get(naming.LABEL_APPSCHEDULE) or ""),
+        task=str(labels.get(naming.LABEL_TASK) or ""),
+        created=str(meta.get("creationTimestamp") or ""),
+        annotations={k: str(annotations[k]) for k in JOB_ANNOTATIONS if k in annotations},
+        finalizer=LEDGER_FINALIZER in (meta.get("finalizers") or []),
+        deleting=bool(meta.get("deletionTimestamp")),
+        active=int(status.get("active") or 0),
+        succeeded=int(status.get("succeeded") or 0),
+        failed=int(status.get("failed") or 0),
+        outcome=outcome,
+        reason=str(reason) if reason else None,
+        finish_time=str(status.get("completionTime") or finish or "") or None,
+    )
+
+
 UNKNOWN = object()  # a Deployment the view has never heard of (neither its template nor its absence)
 
 
@@ -194,6 +261,7 @@ class World:
     held_elsewhere: Mapping[str, str]  # task -> "CronJob 'x' of AppSchedule 'y'", for tasks someone else runs
     senior_claimant: Mapping[str, str]  # task -> an older AppSchedule declaring it validly (when nobody holds it)
     name_claimant: Mapping[str, str]  # CronJob name -> "'x' (task 'y')", an older AppSchedule whose task has it
+    jobs: Mapping[str, Sequence[JobView]] = field(default_factory=dict)  # task -> its Jobs (this AppSchedule's)
 
 
 @dataclass
@@ -201,6 +269,7 @@ class State:
     appschedules: dict[Key, AppScheduleView] = field(default_factory=dict)
     deployments: dict[Key, DeploymentView | None] = field(default_factory=dict)  # None: known to be absent
     cronjobs: dict[Key, CronJobView] = field(default_factory=dict)
+    jobs: dict[Key, JobView] = field(default_factory=dict)
     listing: bool = True  # until the initial listing of every watch is in (see module docstring)
     # indexes
     _declarers: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, task) -> validly
@@ -208,6 +277,7 @@ class State:
     _labelled: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, appschedule) -> CJs
     _named: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, CronJob name) -> AS
     _referencing: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, deployment) -> AS
+    _runs: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, appschedule) -> Jobs
 
     # -- AppSchedules
 
@@ -331,6 +401,38 @@ class State:
         _discard(self._holders, (view.namespace, view.task), view.name)
         _discard(self._labelled, (view.namespace, view.appschedule), view.name)
 
+    # -- Jobs
+
+    def put_job(self, view: JobView) -> set[Key]:
+        key = (view.namespace, view.name)
+        old = self.jobs.get(key)
+        if old is not None and not newer_or_same(view.resource_version, old.resource_version):
+            return set()
+        self.jobs[key] = view
+        if old is not None and old.same_except_version(view):
+            return set()
+        if old is not None:
+            _discard(self._runs, (old.namespace, old.appschedule), old.name)
+        self._runs[view.namespace, view.appschedule].add(view.name)
+        return {(view.namespace, view.appschedule)} if view.appschedule else set()
+
+    def drop_job(self, namespace: str, name: str) -> set[Key]:
+        old = self.jobs.pop((namespace, name), None)
+        if old is None:
+            return set()
+        _discard(self._runs, (namespace, old.appschedule), name)
+        return {(namespace, old.appschedule)} if old.appschedule else set()
+
+    def jobs_of(self, key: Key) -> list[JobView]:
+        """The Jobs labelled with this AppSchedule's name."""
+        return [self.jobs[key[0], n] for n in sorted(self._runs.get(key, ()))]
+
+    def released(self, namespace: str, name: str) -> None:
+        """Our finalizer was removed from a Job: remember it, so its watch echo wakes nothing."""
+        old = self.jobs.get((namespace, name))
+        if old is not None:
+            self.jobs[namespace, name] = JobView(**{**old.__dict__, "finalizer": False})
+
     # -- what a reconcile reads
 
     def world(self, key: Key) -> World | DeploymentMiss | None:
@@ -367,7 +469,10 @@ class State:
                 sibling = self.appschedules[namespace, other_name]
                 if other_name != view.name and sibling.seniority < view.seniority:
                     claimed[cronjob] = f"{other_name!r} (task {sibling.cronjob_names()[cronjob]!r})"
-        return World(view, deployment, cronjobs, held, senior, claimed)
+        jobs: dict[str, list[JobView]] = {}
+        for job in self.jobs_of(key):
+            jobs.setdefault(job.task, []).append(job)
+        return World(view, deployment, cronjobs, held, senior, claimed, jobs)
 
 
 @dataclass(frozen=True)
@@ -389,6 +494,7 @@ def world_of(
     deployment: Mapping[str, Any] | None,
     cronjobs: Sequence[Mapping[str, Any]] = (),
     siblings: Sequence[Mapping[str, Any]] = (),
+    jobs: Sequence[Mapping[str, Any]] = (),
 ) -> World:
     """The World a reconcile of ``appschedule`` would read, built from whole objects as the watches
     build the view (for tests, benchmarks and offline use)."""
@@ -399,6 +505,8 @@ def world_of(
         state.put_deployment(project_deployment(deployment))
     for cronjob in cronjobs:
         state.put_cronjob(project_cronjob(cronjob))
+    for job in jobs:
+        state.put_job(project_job(job))
     state.prune()
     view = project_appschedule(appschedule)
     if deployment is None:

@@ -112,9 +112,12 @@ def build(
     image: tuple[str, str] | None,
     task_count: int,
     now: datetime,
+    ledgers: Mapping[str, TaskStatus] | None = None,
+    runs_healthy: Condition | None = None,
 ) -> dict[str, Any]:
-    """The whole status. Fields that other parts of the operator own (the ledger's) are kept as they were."""
-    previous = _old_tasks(old)
+    """The whole status. ``ledgers`` are the tasks' entries as the ledger advanced them; a task the
+    ledger did not look at keeps its ledger fields as they were."""
+    previous = {**_old_tasks(old), **(ledgers or {})}
     tasks = []
     upcoming = []
     for name in task_names:
@@ -126,9 +129,12 @@ def build(
             if fire:
                 upcoming.append(fire)
         tasks.append(entry)
+    skip = {"Ready", "RunsHealthy"} if runs_healthy is not None else {"Ready"}
     others = [
-        Condition.model_validate(c) for c in old.get("conditions") or [] if c.get("type") != "Ready" and _valid(c)
+        Condition.model_validate(c) for c in old.get("conditions") or [] if c.get("type") not in skip and _valid(c)
     ]
+    if runs_healthy is not None:
+        others.insert(0, runs_healthy)
     deployment = None
     if image is not None:
         deployment = DeploymentStatus(name=image[0], image=image[1])
@@ -142,13 +148,33 @@ def build(
         task_count=task_count,
         last_run_time=last[-1] if last else None,
         next_run_time=rfc3339(min(upcoming)) if upcoming else None,
-        missed=old.get("missed"),
-        duplicates=old.get("duplicates"),
-        failed=old.get("failed"),
+        **_totals(tasks, old),
         tasks=tasks,
     )
     dumped: dict[str, Any] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
     return dumped
+
+
+def _totals(tasks: Sequence[TaskStatus], old: Mapping[str, Any]) -> dict[str, Any]:
+    """The printer columns' totals across tasks: from the ledger's counts once any task is tracked."""
+    counted = [t.counts for t in tasks if t.counts is not None]
+    if not counted:
+        return {k: old.get(k) for k in ("missed", "duplicates", "failed")}
+    return {k: sum(getattr(c, k) for c in counted) for k in ("missed", "duplicates", "failed")}
+
+
+def runs_healthy_condition(
+    problems: Sequence[tuple[str, str]], tracked: int, old: Mapping[str, Any], generation: Any, now: str
+) -> Condition:
+    """RunsHealthy: no missed, failed, stuck or duplicate run among each task's last 10, none late or
+    without a pod now. The reason is the first problem's; the message names tasks and keys, bounded."""
+    previous = old.get("conditions") or []
+    if problems:
+        reason = problems[0][0]
+        text = "; ".join(m for _, m in problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        return condition(previous, "RunsHealthy", "False", reason, text[:MESSAGE_MAX], generation, now)
+    message = f"no missed, failed, stuck or duplicate run among the last runs of {tracked} task(s)"
+    return condition(previous, "RunsHealthy", "True", "RunsHealthy", message, generation, now)
 
 
 def _valid(condition_: Mapping[str, Any]) -> bool:

@@ -132,11 +132,12 @@ def crd(kubectl: Kubectl) -> str:
 class OperatorProcess:
     """The operator running for real: ``python -m appschedule run`` against the cluster under test."""
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, *extra: str, liveness_port: int = 36290) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
+        self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
-        self.liveness = "http://127.0.0.1:36290/healthz"
+        self.liveness = f"http://127.0.0.1:{liveness_port}/healthz"
 
     def start(self) -> None:
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
@@ -155,6 +156,7 @@ class OperatorProcess:
                     "json",
                     "--liveness",
                     self.liveness,
+                    *self.extra,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -190,6 +192,15 @@ class OperatorProcess:
 
 
 _operator: OperatorProcess | None = None
+METRICS_PORT = 36292
+SESSION_WEBHOOKS = (
+    "--webhook-port",
+    "36291",
+    "--webhooks",
+    "keys",
+    "--webhook-config-name",
+    "test-keys.appschedule.dev",
+)
 
 
 @pytest.fixture(scope="session")
@@ -197,7 +208,10 @@ def operator(
     cluster: ClusterUnderTest, crd: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     global _operator
-    _operator = OperatorProcess(cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    # the key webhook on Jobs (validation of AppSchedules is tested with an operator of its own: the tests
+    # here write invalid specs on purpose, as a user could while the webhook is down)
+    _operator = OperatorProcess(cluster.kubeconfig, log, *SESSION_WEBHOOKS, "--metrics-port", str(METRICS_PORT))
     _operator.start()
     yield _operator
     _operator.kill(signal.SIGTERM)

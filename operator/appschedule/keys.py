@@ -1,0 +1,145 @@
+"""The idempotency key of a run: ``<task>@<scheduled time, RFC 3339 UTC>``. One pure function, used by
+the admission webhook, the ledger and ``appschedule key`` inside a container, so the three always agree.
+
+A Job's *scheduled time* (DESIGN "The environment of every run"), in order of trust:
+
+1. our ``appschedule.dev/scheduled-time`` annotation (the webhook set it at admission);
+2. the CronJob controller's ``batch.kubernetes.io/cronjob-scheduled-timestamp`` annotation;
+3. the Job name's suffix, ``<cronjob>-<minutes since the epoch>``, as the CronJob controller names Jobs;
+4. otherwise (a Job made by hand, ``kubectl create job --from=cronjob/...``) its creation time rounded
+   down to the schedule: a manual re-run of the 17:00 report carries the 17:00 key.
+
+At a daylight-saving fall-back a fixed-hour schedule fires twice for one wall-clock time (two UTC
+instants); the second fire takes the first one's time, so both Jobs carry one key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from . import naming
+from .schedule import Schedule, repeat_of, round_down
+
+FINALIZER = f"{naming.GROUP}/ledger"
+SOURCES = ("annotation", "controller", "name", "created")
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: object) -> datetime | None:
+    """An RFC 3339 time (``Z`` or an offset), None when ``text`` is not one."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo else None
+
+
+def key_of(task: str, scheduled: datetime) -> str:
+    return f"{task}@{rfc3339(scheduled)}"
+
+
+_SUFFIX = re.compile(r"^(?P<cronjob>.+)-(?P<minutes>\d{8,10})$")
+
+
+def time_from_name(job: str, cronjob: str | None = None) -> datetime | None:
+    """The scheduled time in a Job name the CronJob controller made: ``<cronjob>-<minutes since epoch>``.
+    When ``cronjob`` is given, only a name of exactly that CronJob counts."""
+    match = _SUFFIX.match(job)
+    if match is None or (cronjob is not None and match["cronjob"] != cronjob):
+        return None
+    return datetime.fromtimestamp(int(match["minutes"]) * 60, UTC)
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    time: datetime
+    source: str  # one of SOURCES
+
+    def key(self, task: str) -> str:
+        return key_of(task, self.time)
+
+
+def scheduled_time(
+    *,
+    annotations: Mapping[str, str],
+    job_name: str,
+    cronjob: str | None,
+    created: datetime,
+    schedule: Schedule | None,
+) -> Scheduled:
+    """The scheduled time a Job belongs to (see the module docstring), DST repeat folded in.
+
+    ``schedule`` may be None (a schedule that no longer parses): the time is then taken as given, and a
+    hand-made Job's is its creation time to the minute."""
+    ours = parse_time(annotations.get(naming.ANNOTATION_SCHEDULED_TIME))
+    if ours is not None:
+        return Scheduled(ours, "annotation")  # folded when it was set
+    found: Scheduled | None = None
+    controller = parse_time(annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP))
+    if controller is not None:
+        found = Scheduled(controller, "controller")
+    else:
+        named = time_from_name(job_name, cronjob) if cronjob else None
+        if named is not None:
+            found = Scheduled(named, "name")
+    if found is None:
+        rounded = round_down(schedule, created) if schedule is not None else None
+        return Scheduled(rounded or created.replace(second=0, microsecond=0), "created")
+    if schedule is not None:
+        first = repeat_of(schedule, found.time)
+        if first is not None:
+            return Scheduled(first, found.source)
+    return found
+
+
+def container_env(scheduled: datetime, task: str) -> list[dict[str, str]]:
+    """The per-run variables the webhook sets in every container."""
+    return [
+        {"name": "APPSCHEDULE_SCHEDULED_TIME", "value": rfc3339(scheduled)},
+        {"name": "APPSCHEDULE_IDEMPOTENCY_KEY", "value": key_of(task, scheduled)},
+    ]
+
+
+def with_env(container: Mapping[str, object], added: list[dict[str, str]]) -> dict[str, object]:
+    """A container with ``added`` set: a variable of the same name is replaced, in place."""
+    names = {v["name"] for v in added}
+    env = container.get("env")
+    kept = [
+        v for v in (env if isinstance(env, list) else []) if not (isinstance(v, Mapping) and v.get("name") in names)
+    ]
+    return {**container, "env": [*kept, *added]}
+
+
+def from_environment(env: Mapping[str, str], now: datetime) -> Scheduled:
+    """What ``appschedule key`` derives inside a run's container when the webhook did not run: from
+    ``APPSCHEDULE_JOB_NAME`` (the controller's ``<cronjob>-<minutes>``) and the schedule; a hand-made
+    Job's time is the container's clock rounded down to the schedule (its creation, within seconds).
+
+    Raises ValueError naming the variable that is missing or wrong."""
+    from .schedule import ScheduleError, parse
+
+    given = env.get("APPSCHEDULE_SCHEDULED_TIME")
+    if given:
+        moment = parse_time(given)
+        if moment is None:
+            raise ValueError(f"APPSCHEDULE_SCHEDULED_TIME={given!r} is not an RFC 3339 time")
+        return Scheduled(moment, "annotation")
+    missing = [n for n in ("APPSCHEDULE_NAME", "APPSCHEDULE_TASK", "APPSCHEDULE_SCHEDULE") if not env.get(n)]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} not set: run inside a task's container, or pass them")
+    try:
+        schedule = parse(env["APPSCHEDULE_SCHEDULE"], env.get("APPSCHEDULE_TIME_ZONE") or "UTC")
+    except ScheduleError as error:
+        raise ValueError(f"APPSCHEDULE_SCHEDULE/APPSCHEDULE_TIME_ZONE: {error}") from None
+    cronjob = naming.cronjob_name(env["APPSCHEDULE_NAME"], env["APPSCHEDULE_TASK"])
+    return scheduled_time(
+        annotations={}, job_name=env.get("APPSCHEDULE_JOB_NAME") or "", cronjob=cronjob, created=now, schedule=schedule
+    )

@@ -1,0 +1,413 @@
+"""The run ledger: the fire times a task's schedule expected against the Jobs observed (DESIGN "The ledger").
+
+Pure: ``advance(progress, config, jobs, now)`` takes what the status remembers of a task, the task's
+CronJob settings (what really runs), the task's Jobs from the watch-fed view and ``now``, and returns
+the task's new ledger status, the Events to post, the Jobs whose finalizer may go once that status is
+written, and when time alone will next change something.
+
+How each expected time ends, exactly once:
+
+* **run**: a Job has the time as its scheduled time (keys.py). Counted when the Job is first seen; its
+  outcome (succeeded, failed, stuck) when it finishes. ``late`` counts runs created more than
+  ``missedRunGraceSeconds`` after their time.
+* **duplicate**: every Job beyond the first for one time (a manual re-run, a second controller, the
+  second fire of a time repeated at a DST fall-back).
+* **skipped**: no Job, for a stated reason: the CronJob was suspended, or ``Forbid`` and a Job of the
+  task was active at that time (also one that never got a pod: it blocks every later fire).
+* **missed**: no Job, no reason, and the CronJob controller can no longer start one: a later fire has
+  come (the controller only starts the most recent missed time) or ``startingDeadlineSeconds`` passed.
+
+A time is *settled* (missed or skipped) only when no Job can come for it any more; ``checkedUntil``
+says how far that has got, so a restart neither loses nor counts again. Settling a window costs
+arithmetic (``count_fires``), not one step per fire: a week of ``* * * * *`` is one step. Jobs already
+counted are remembered by name in ``jobs`` while they exist, so no Job is counted twice; a Job whose
+time is older than ``trackingSince`` (before the task's schedule or time zone last changed) is not
+counted at all.
+
+Known limits: a hand-made Job for a time already settled as missed counts as a run (the time stays
+missed); a duplicate is recognised against the Jobs that still exist and the last 10 runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from . import keys, naming
+from .models import Counts, JobRecord, RunRecord, TaskStatus
+from .schedule import Schedule, count_fires, next_fire, previous_fire, repeats_between
+from .state import JobView
+
+SETTLE_SLACK = timedelta(seconds=15)  # how long after its time a Job may still appear in our view
+RECENT = 10
+WALK_LIMIT = 500  # fires walked back to find the latest missed times
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """What the task's CronJob runs with (and the grace from the spec)."""
+
+    task: str
+    cronjob: str
+    schedule: Schedule
+    suspend: bool = False
+    concurrency: str = "Forbid"
+    starting_deadline: int | None = 300
+    active_deadline: int | None = 3600
+    grace: int = 120
+
+
+@dataclass(frozen=True)
+class LedgerEvent:
+    type: str  # Normal | Warning
+    reason: str  # MissedRun, RunLate, DuplicateRun, RunFailed, StuckRun, RunNotStarted, KeyNotInjected
+    task: str
+    count: int
+    message: str
+
+
+@dataclass
+class Advance:
+    status: TaskStatus
+    events: list[LedgerEvent] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)  # Jobs whose finalizer may go once status is written
+    finished: list[tuple[str, float]] = field(default_factory=list)  # (result, seconds) of runs that ended
+    wake_at: datetime | None = None
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) for RunsHealthy
+
+
+def _t(text: str | None) -> datetime | None:
+    return keys.parse_time(text)
+
+
+def _s(moment: datetime) -> str:
+    return keys.rfc3339(moment)
+
+
+def job_time(job: JobView, config: TaskConfig) -> keys.Scheduled:
+    created = _t(job.created) or datetime.fromtimestamp(0, UTC)
+    return keys.scheduled_time(
+        annotations=job.annotations, job_name=job.name, cronjob=config.cronjob, created=created,
+        schedule=config.schedule,
+    )  # fmt: skip
+
+
+def _state(job: JobView) -> str:
+    if job.outcome == "Complete":
+        return "Succeeded"
+    if job.outcome == "Failed":
+        return "Failed"
+    return "Active"
+
+
+def _merge(intervals: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _within(moment: datetime, intervals: Sequence[tuple[datetime, datetime]]) -> bool:
+    return any(start < moment <= end for start, end in intervals)
+
+
+def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobView], now: datetime) -> Advance:
+    """One step of the task's ledger; see the module docstring."""
+    now = now.replace(microsecond=0)
+    base = progress or TaskStatus(name=config.task)
+    schedule = config.schedule
+    if base.tracking_since is None or (base.schedule, base.time_zone) != (schedule.expression, schedule.time_zone):
+        # first tracked, or the schedule or time zone changed: counting (re)starts now; counts are kept
+        base = base.model_copy(update={
+            "schedule": schedule.expression, "time_zone": schedule.time_zone, "tracking_since": _s(now),
+            "checked_until": _s(now), "late_since": None,
+        })  # fmt: skip
+    since = _t(base.tracking_since) or now
+    checked = _t(base.checked_until) or since
+    counts = (base.counts or Counts()).model_dump()
+    recent: dict[str, RunRecord] = {r.scheduled_time: r for r in base.recent or []}
+    records: dict[str, JobRecord] = {r.name: r for r in base.jobs or []}
+    result = Advance(status=base)
+    events: dict[str, list[str]] = {}
+
+    def event(reason: str, text: str) -> None:
+        events.setdefault(reason, []).append(text)
+
+    # -- Jobs first seen: a run, or a duplicate of one
+    timed = {job.name: job_time(job, config) for job in jobs}
+    run_times = {r.scheduled_time for r in records.values()} | {
+        t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
+    }
+    for job in sorted(jobs, key=lambda j: (j.created, j.name)):
+        if job.name in records:
+            continue
+        scheduled = timed[job.name].time
+        if scheduled < since:  # before tracking began: not counted; let it go when it is done
+            if job.finalizer and (job.outcome or job.deleting):
+                result.release.append(job.name)
+            continue
+        key = keys.key_of(config.task, scheduled)
+        stamp = _s(scheduled)
+        injected = bool(job.annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY))
+        if not injected:
+            event("KeyNotInjected", f"{job.name} ({key})")
+        if stamp in run_times:
+            counts["duplicates"] += 1
+            event("DuplicateRun", f"{job.name} ({key})")
+            if stamp in recent:
+                old = recent[stamp]
+                recent[stamp] = old.model_copy(update={"duplicates": (old.duplicates or 0) + 1})
+            records[job.name] = JobRecord(name=job.name, scheduled_time=stamp)
+            continue
+        created = _t(job.created) or now
+        delay = max(0, int((created - scheduled).total_seconds()))
+        counts["runs"] += 1
+        if delay > config.grace:
+            counts["late"] += 1
+        recent[stamp] = RunRecord(
+            key=key, job=job.name, scheduled_time=stamp, state="Active", start_time=job.created or None,
+            delay_seconds=delay, attempts=0, key_injected=None if injected else False,
+        )  # fmt: skip
+        records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, run=True)
+        run_times.add(stamp)
+
+    # -- outcomes of the Jobs counted
+    by_name = {job.name: job for job in jobs}
+    for name, record in list(records.items()):
+        seen = by_name.get(name)
+        stamp = record.scheduled_time
+        run = recent.get(stamp) if record.run else None
+        if run is not None and run.job != name:
+            run = None
+        if seen is None:
+            if not record.finished and run is not None:
+                recent[stamp] = run.model_copy(update={"state": "Unknown"})
+            if not record.finished:
+                record = record.model_copy(update={"finished": True})
+            if (_t(stamp) or now) <= checked:
+                del records[name]  # gone and settled: nothing can count it again
+            else:
+                records[name] = record
+            continue
+        attempts = seen.active + seen.succeeded + seen.failed
+        if run is not None:
+            run = run.model_copy(update={"attempts": attempts, "state": _state(job),
+                                         "finish_time": seen.finish_time or run.finish_time})  # fmt: skip
+            recent[stamp] = run
+        key = keys.key_of(config.task, _t(stamp) or now)
+        if record.finished:
+            if seen.finalizer:
+                result.release.append(name)
+            continue
+        started = _t(seen.created) or now
+        if seen.outcome or seen.deleting:
+            deadline = seen.reason == "DeadlineExceeded"
+            if record.run:
+                if seen.outcome == "Complete":
+                    counts["succeeded"] += 1
+                    last = _t(base.last_successful_time)
+                    if last is None or (_t(stamp) or now) > last:
+                        base = base.model_copy(update={"last_successful_time": stamp})
+                    result.finished.append(("succeeded", _seconds(started, seen.finish_time, now)))
+                else:
+                    counts["failed"] += 1
+                    why = seen.reason or ("deleted before it finished" if seen.deleting else "failed")
+                    event("RunFailed", f"{name} ({key}): {why}")
+                    result.finished.append(("failed", _seconds(started, seen.finish_time, now)))
+                    if run is not None and not seen.outcome:
+                        recent[stamp] = run.model_copy(update={"state": "Failed"})
+            if deadline and not record.stuck:
+                counts["stuck"] += 1
+                event("StuckRun", f"{name} ({key}): stopped after activeDeadlineSeconds")
+                record = record.model_copy(update={"stuck": True})
+                if run is not None:
+                    recent[stamp] = recent[stamp].model_copy(update={"stuck": True})
+            records[name] = record.model_copy(update={"finished": True})
+            if seen.finalizer:
+                result.release.append(name)
+            continue
+        # still active
+        if config.active_deadline is not None:
+            limit = started + timedelta(seconds=config.active_deadline) + SETTLE_SLACK
+            if now >= limit and not record.stuck:
+                counts["stuck"] += 1
+                event("StuckRun", f"{name} ({key}): active for more than {config.active_deadline}s")
+                record = record.model_copy(update={"stuck": True})
+                if run is not None:
+                    recent[stamp] = recent[stamp].model_copy(update={"stuck": True})
+            elif now < limit:
+                result.wake_at = _earliest(result.wake_at, limit)
+        if record.stuck:
+            result.problems.append(("StuckRun", f"task {config.task!r}: run {key} is stuck"))
+        if attempts == 0:
+            grace_end = (_t(stamp) or now) + timedelta(seconds=config.grace)
+            if now >= grace_end:
+                if not record.not_started:
+                    event("RunNotStarted", f"{name} ({key}): no pod was started; see `kubectl describe job {name}`")
+                    record = record.model_copy(update={"not_started": True})
+                result.problems.append(("RunNotStarted", f"task {config.task!r}: Job {name} ({key}) has no pod"))
+            else:
+                result.wake_at = _earliest(result.wake_at, grace_end)
+        records[name] = record
+
+    # -- settle the times no Job can come for any more
+    job_times = {_t(r.scheduled_time) for r in records.values()}
+    latest = previous_fire(schedule, now - SETTLE_SLACK)
+    until = checked
+    if latest is not None and latest > checked:
+        deadline_passed = (
+            config.starting_deadline is not None
+            and latest + timedelta(seconds=config.starting_deadline) <= now - SETTLE_SLACK
+        )
+        if latest in job_times or deadline_passed or config.suspend:
+            until = latest
+        else:
+            before = previous_fire(schedule, latest - timedelta(seconds=1))
+            until = before if before is not None and before > checked else checked
+    blocked: list[tuple[datetime, datetime]] = []  # a Job of the task was active: Forbid starts nothing
+    if config.concurrency == "Forbid":
+        blocked = _merge([(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)])
+    if until > checked:
+        fires = count_fires(schedule, checked, until) - len(repeats_between(schedule, checked, until))
+        ran = {t for t in job_times if t is not None and checked < t <= until and previous_fire(schedule, t) == t}
+        empty = max(0, fires - len(ran))
+        if config.suspend:
+            skipped = empty
+        else:
+            skipped = sum(
+                count_fires(schedule, max(start, checked), min(end, until)) for start, end in blocked
+                if min(end, until) > max(start, checked)
+            )  # fmt: skip
+            skipped -= sum(1 for t in ran if _within(t, blocked))
+            skipped = max(0, min(skipped, empty))
+        missed = empty - skipped
+        counts["skipped"] += skipped
+        counts["missed"] += missed
+        if missed:
+            times = _missed_times(schedule, checked, until, ran, blocked, missed)
+            for moment in times:
+                stamp = _s(moment)
+                recent.setdefault(stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp,
+                                                   state="Missed"))  # fmt: skip
+            previous = list(base.missed_times or [])
+            base = base.model_copy(update={"missed_times": sorted({*previous, *map(_s, times)}, reverse=True)[:RECENT]})
+            event("MissedRun", f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})")
+        checked = until
+        for name, record in list(records.items()):  # gone Jobs whose time is now settled
+            if name not in by_name and (_t(record.scheduled_time) or now) <= checked:
+                del records[name]
+
+    # -- what is due and not there yet: late, and when to look again
+    pending = next_fire(schedule, checked)
+    late_since = base.late_since
+    while pending is not None and pending <= now and pending in job_times:
+        pending = next_fire(schedule, pending)
+    if pending is not None and pending <= now and not config.suspend and not _within(pending, blocked):
+        grace_end = pending + timedelta(seconds=config.grace)
+        if now >= grace_end:
+            if late_since != _s(pending):
+                event("RunLate", f"{keys.key_of(config.task, pending)}: no Job {int((now - pending).total_seconds())}s "
+                      "after its time")  # fmt: skip
+                late_since = _s(pending)
+            result.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {_s(pending)}"))
+        else:
+            result.wake_at = _earliest(result.wake_at, grace_end)
+        following = next_fire(schedule, pending)
+        if following is not None:
+            result.wake_at = _earliest(result.wake_at, following + SETTLE_SLACK)
+        if config.starting_deadline is not None:
+            result.wake_at = _earliest(
+                result.wake_at, pending + timedelta(seconds=config.starting_deadline) + SETTLE_SLACK
+            )
+    upcoming = next_fire(schedule, now)
+    if upcoming is not None:
+        result.wake_at = _earliest(result.wake_at, upcoming + SETTLE_SLACK)
+
+    ordered = sorted(recent.values(), key=lambda r: r.scheduled_time, reverse=True)[:RECENT]
+    runs = [r for r in ordered if r.job]
+    for entry in ordered:
+        if entry.state == "Missed":
+            result.problems.append(("MissedRun", f"task {config.task!r}: missed {entry.key}"))
+        elif entry.state == "Failed":
+            result.problems.append(("RunFailed", f"task {config.task!r}: run {entry.key} failed"))
+        if entry.duplicates:
+            result.problems.append(("DuplicateRun", f"task {config.task!r}: {entry.key} ran "
+                                    f"{entry.duplicates + 1} times"))  # fmt: skip
+        if entry.stuck and entry.state != "Active":
+            result.problems.append(("StuckRun", f"task {config.task!r}: run {entry.key} was stuck"))
+    result.status = base.model_copy(update={
+        "checked_until": _s(checked),
+        "late_since": late_since if late_since and (_t(late_since) or now) > checked else None,
+        "counts": Counts(**counts),
+        "recent": ordered or None,
+        "last_run": runs[0] if runs else base.last_run,
+        "jobs": sorted(records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
+    })  # fmt: skip
+    result.events = [_event(reason, config.task, texts) for reason, texts in events.items()]
+    return result
+
+
+def _seconds(start: datetime, finish: str | None, now: datetime) -> float:
+    end = _t(finish) or now
+    return max(0.0, (end - start).total_seconds())
+
+
+def _earliest(current: datetime | None, candidate: datetime) -> datetime:
+    return candidate if current is None or candidate < current else current
+
+
+def _missed_times(
+    schedule: Schedule,
+    after: datetime,
+    until: datetime,
+    ran: set[datetime],
+    blocked: Sequence[tuple[datetime, datetime]],
+    missed: int,
+) -> list[datetime]:
+    """The latest (at most 10) missed times in (after, until], newest first, walking back a bounded number
+    of fires."""
+    found: list[datetime] = []
+    current: datetime | None = until
+    walked = 0
+    repeats = set(repeats_between(schedule, after, until))
+    while current is not None and current > after and len(found) < min(RECENT, missed) and walked < WALK_LIMIT:
+        if current not in ran and current not in repeats and not _within(current, blocked):
+            found.append(current)
+        current = previous_fire(schedule, current - timedelta(seconds=1))
+        walked += 1
+    return found
+
+
+MESSAGE_MAX = 1024
+_TITLES = {
+    "RunLate": "run late", "DuplicateRun": "duplicate run", "RunFailed": "run failed", "StuckRun": "run stuck",
+    "RunNotStarted": "run not started",
+    "KeyNotInjected": "Job admitted without its idempotency key (the webhook did not run; the app can derive "
+    "the key with `python -m appschedule key`)",
+}  # fmt: skip
+
+
+def _event(reason: str, task: str, texts: list[str]) -> LedgerEvent:
+    """One Event per task and reason per step, whatever the number of runs: its message is bounded."""
+    if reason == "MissedRun":
+        count = sum(int(t.split(" ", 1)[0]) for t in texts)
+        message = f"task {task!r}: {texts[0]}" if len(texts) == 1 else f"task {task!r}: {count} missed"
+        return LedgerEvent("Warning", reason, task, count, message[:MESSAGE_MAX])
+    shown = "; ".join(texts[:3]) + (f"; and {len(texts) - 3} more" if len(texts) > 3 else "")
+    many = f" ({len(texts)})" if len(texts) > 1 else ""
+    message = f"task {task!r}: {_TITLES[reason]}{many}: {shown}"
+    return LedgerEvent("Warning", reason, task, len(texts), message[:MESSAGE_MAX])
+
+
+def totals(tasks: Mapping[str, TaskStatus]) -> dict[str, int]:
+    """The AppSchedule's printer-column totals across its tasks."""
+    sums = {"missed": 0, "duplicates": 0, "failed": 0}
+    for status in tasks.values():
+        if status.counts is not None:
+            for name in sums:
+                sums[name] += getattr(status.counts, name)
+    return sums

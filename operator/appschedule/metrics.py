@@ -1,0 +1,91 @@
+"""Prometheus metrics (DESIGN "Status"), served on the operator's metrics port.
+
+The run counters grow by what each status write adds to the ledger's counts (a restart of the operator
+starts them at 0 again, as Prometheus counters do); the gauges follow the status. Series of an
+AppSchedule or task that is gone are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from .keys import parse_time
+
+REGISTRY = CollectorRegistry()
+LABELS = ("namespace", "appschedule", "task")
+
+RUNS = Counter("appschedule_runs_total", "Runs counted by the ledger, by result: started (a scheduled time got a "
+               "Job), succeeded, failed, stuck, late, skipped.", [*LABELS, "result"], registry=REGISTRY)  # fmt: skip
+MISSED = Counter("appschedule_missed_runs_total", "Scheduled times that got no Job and no longer can.", LABELS,
+                 registry=REGISTRY)  # fmt: skip
+DUPLICATES = Counter("appschedule_duplicate_runs_total", "Jobs beyond the first for one scheduled time.", LABELS,
+                     registry=REGISTRY)  # fmt: skip
+DURATION = Histogram("appschedule_run_duration_seconds", "From a run's Job creation to its end.", [*LABELS, "result"],
+                     buckets=(1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 21600), registry=REGISTRY)  # fmt: skip
+LAST_SUCCESS = Gauge("appschedule_last_success_timestamp_seconds", "Scheduled time of the last successful run.",
+                     LABELS, registry=REGISTRY)  # fmt: skip
+NEXT_RUN = Gauge("appschedule_next_run_timestamp_seconds", "The task's next scheduled time.", LABELS,
+                 registry=REGISTRY)  # fmt: skip
+RECONCILES = Counter("appschedule_reconciles_total", "Reconciles of AppSchedules, by result.", ["result"],
+                     registry=REGISTRY)  # fmt: skip
+RECONCILE_SECONDS = Histogram("appschedule_reconcile_duration_seconds", "Time one reconcile took.",
+                              registry=REGISTRY)  # fmt: skip
+WRITES = Counter("appschedule_writes_total", "Writes to the API server, by kind.", ["kind"], registry=REGISTRY)
+
+_RESULTS = {"runs": "started", "succeeded": "succeeded", "failed": "failed", "stuck": "stuck", "late": "late",
+            "skipped": "skipped"}  # fmt: skip
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> None:
+    start_http_server(port, addr=addr, registry=REGISTRY)
+
+
+def _tasks(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(t.get("name")): t for t in status.get("tasks") or [] if isinstance(t, Mapping)}
+
+
+def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """A status write went through: count what it added, and set the gauges."""
+    before = _tasks(old)
+    for task, entry in _tasks(new).items():
+        labels = (namespace, appschedule, task)
+        counts = entry.get("counts") or {}
+        previous = (before.get(task) or {}).get("counts") or {}
+        for field, result in _RESULTS.items():
+            added = int(counts.get(field) or 0) - int(previous.get(field) or 0)
+            if added > 0:
+                RUNS.labels(*labels, result).inc(added)
+        for field, counter in (("missed", MISSED), ("duplicates", DUPLICATES)):
+            added = int(counts.get(field) or 0) - int(previous.get(field) or 0)
+            if added > 0:
+                counter.labels(*labels).inc(added)
+        success = parse_time(entry.get("lastSuccessfulTime"))
+        if success is not None:
+            LAST_SUCCESS.labels(*labels).set(success.timestamp())
+        upcoming = parse_time(entry.get("nextRunTime"))
+        if upcoming is not None:
+            NEXT_RUN.labels(*labels).set(upcoming.timestamp())
+    for task in set(before) - set(_tasks(new)):
+        forget(namespace, appschedule, [task])
+
+
+def record_durations(namespace: str, appschedule: str, finished: Iterable[tuple[str, str, float]]) -> None:
+    for task, result, seconds in finished:
+        DURATION.labels(namespace, appschedule, task, result).observe(seconds)
+
+
+def forget(namespace: str, appschedule: str, tasks: Iterable[str]) -> None:
+    """Drop the series of tasks (or of a whole AppSchedule) that are gone."""
+    for task in tasks:
+        labels = (namespace, appschedule, task)
+        for metric in (MISSED, DUPLICATES, LAST_SUCCESS, NEXT_RUN):
+            with contextlib.suppress(KeyError):
+                metric.remove(*labels)
+        for metric_with_result in (RUNS, DURATION):
+            for result in {*_RESULTS.values(), "succeeded", "failed"}:
+                with contextlib.suppress(KeyError):
+                    metric_with_result.remove(*labels, result)

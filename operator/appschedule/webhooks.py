@@ -1,0 +1,98 @@
+"""Admission: the key of every run, injected into its Job; an AppSchedule's spec, checked at ``kubectl apply``.
+
+Pure functions of the object under admission and ``now``; handlers.py wires them to kopf's webhook
+server and certs.py provides its certificate.
+
+* ``mutate_job``: a Job of one of our tasks (the webhook's objectSelector is the ``appschedule.dev/task``
+  label, so no other Job of the cluster is ever sent here) gets ``APPSCHEDULE_SCHEDULED_TIME`` and
+  ``APPSCHEDULE_IDEMPOTENCY_KEY`` in every container and init container, the two annotations of DESIGN
+  ("Names, labels, annotations") and the ledger's finalizer, which holds the Job until the ledger has
+  recorded it (ledger.py). The schedule a hand-made Job's time is rounded down to is read from the Job
+  itself (the ``APPSCHEDULE_SCHEDULE``/``APPSCHEDULE_TIME_ZONE`` variables its CronJob gave it), so the
+  webhook needs no state and answers the same before the watches have listed anything.
+* ``check_appschedule``: the message the Ready condition would carry for an invalid spec (task and field
+  named), or None. Only what the spec alone decides is checked here; a missing Deployment or a task
+  another AppSchedule holds is not a reason to refuse (both can change later).
+
+The webhook's failurePolicy is Ignore: an operator outage never stops a run. A Job admitted without its
+key is reported by the ledger (``KeyNotInjected``) and ``appschedule key`` derives the same key inside
+the container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from . import keys, naming
+from .render import render
+from .schedule import ScheduleError, parse
+from .state import LEDGER_FINALIZER
+from .status import summarize
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _env_of(containers: list[Any]) -> dict[str, str]:
+    """The literal env values of the first container that has them (the task's container)."""
+    for container in containers:
+        values = {str(v.get("name")): str(v.get("value")) for v in _dict(container).get("env") or []
+                  if isinstance(v, Mapping) and "value" in v}  # fmt: skip
+        if "APPSCHEDULE_SCHEDULE" in values:
+            return values
+    return {}
+
+
+def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The merge patch that keys a Job of one of our tasks; an empty one for a Job that is not."""
+    meta = _dict(job.get("metadata"))
+    labels = _dict(meta.get("labels"))
+    task = labels.get(naming.LABEL_TASK)
+    if not isinstance(task, str) or not task:
+        return {}
+    pod = _dict(_dict(_dict(job.get("spec")).get("template")).get("spec"))
+    containers = [c for c in pod.get("containers") or [] if isinstance(c, Mapping)]
+    init = [c for c in pod.get("initContainers") or [] if isinstance(c, Mapping)]
+    env = _env_of(containers)
+    try:
+        schedule = parse(env["APPSCHEDULE_SCHEDULE"], env.get("APPSCHEDULE_TIME_ZONE") or "UTC")
+    except (KeyError, ScheduleError):
+        schedule = None
+    appschedule = labels.get(naming.LABEL_APPSCHEDULE)
+    cronjob = naming.cronjob_name(str(appschedule), task) if appschedule else None
+    owner = next((o for o in meta.get("ownerReferences") or [] if _dict(o).get("kind") == "CronJob"), None)
+    if owner is not None:
+        cronjob = str(_dict(owner).get("name") or cronjob)
+    created = keys.parse_time(meta.get("creationTimestamp")) or now.astimezone(UTC)
+    scheduled = keys.scheduled_time(
+        annotations={k: str(v) for k, v in _dict(meta.get("annotations")).items()},
+        job_name=str(meta.get("name") or ""), cronjob=cronjob, created=created, schedule=schedule,
+    )  # fmt: skip
+    added = keys.container_env(scheduled.time, task)
+    spec_patch: dict[str, Any] = {"containers": [keys.with_env(c, added) for c in containers]}
+    if init:
+        spec_patch["initContainers"] = [keys.with_env(c, added) for c in init]
+    finalizers = [str(f) for f in meta.get("finalizers") or []]
+    return {
+        "metadata": {
+            "annotations": {
+                naming.ANNOTATION_SCHEDULED_TIME: keys.rfc3339(scheduled.time),
+                naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task),
+            },
+            "finalizers": finalizers if LEDGER_FINALIZER in finalizers else [*finalizers, LEDGER_FINALIZER],
+        },
+        "spec": {"template": {"spec": spec_patch}},
+    }
+
+
+def check_appschedule(appschedule: Mapping[str, Any]) -> str | None:
+    """Why the API server should refuse this AppSchedule (the Ready condition's message), or None."""
+    spec = _dict(appschedule.get("spec"))
+    wanted = _dict(spec.get("deploymentRef")).get("container") or "app"
+    deployment = {"metadata": {"name": "-"},
+                  "spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}}}  # fmt: skip
+    errors = render(appschedule, deployment).errors
+    return summarize(errors) if errors else None

@@ -1,0 +1,218 @@
+"""The run ledger and the admission webhooks, with real CronJob fires (DESIGN "The ledger", issue 8).
+
+Tests that need a fire wait for a minute boundary; they are few and each puts several tasks on the
+same boundary. Pods are played by kwok: the annotation test.appschedule.dev/outcome (set through a
+task's podAnnotations) makes a run fail or hang.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from .conftest import METRICS_PORT, ClusterUnderTest, Kubectl, OperatorProcess
+from .kube import seconds_to_next_minute, wait_for
+from .test_operator import World, task
+
+pytestmark = pytest.mark.cronfire
+LEDGER_FINALIZER = "appschedule.dev/ledger"
+
+
+@pytest.fixture(name="world")
+def ledger_world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> World:
+    return World(api, namespace)
+
+
+def jobs(world: World) -> list[dict[str, Any]]:
+    raw = world.batch.list_namespaced_job(world.namespace, _preload_content=False)
+    return list(json.loads(raw.data)["items"])
+
+
+def task_status(world: World, appschedule: str, name: str) -> dict[str, Any]:
+    tasks = (world.get(appschedule).get("status") or {}).get("tasks") or []
+    return next((t for t in tasks if t["name"] == name), {})
+
+
+def counts(world: World, appschedule: str, name: str) -> dict[str, int]:
+    return {k: v for k, v in (task_status(world, appschedule, name).get("counts") or {}).items() if v}
+
+
+def env_of(job: dict[str, Any]) -> dict[str, str]:
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    return {v["name"]: v.get("value") for v in container.get("env") or []}
+
+
+def reasons(world: World, name: str) -> set[str]:
+    return {e["reason"] for e in world.events(name)}
+
+
+def wait_for_boundary(margin: float = 8) -> float:
+    """Sleep to just after the next minute boundary when it is far; return the boundary (epoch seconds)."""
+    left = seconds_to_next_minute()
+    if left < margin:  # too close to set things up before it: take the one after
+        left += 60
+    return time.time() + left
+
+
+def test_runs_carry_their_key_and_outcomes_are_counted(world: World, kubectl: Kubectl) -> None:
+    """One boundary for: a run with its key in its pod's env, a manual re-run that gets the same key and
+    counts as a duplicate, a failing run, a run stopped by activeDeadlineSeconds (stuck) and a
+    suspended task (skipped, not missed)."""
+    world.deployment()
+    boundary = wait_for_boundary()
+    tasks = [
+        task("ok", "* * * * *"),
+        task("boom", "* * * * *", podAnnotations={"test.appschedule.dev/outcome": "fail"}),
+        task("hang", "* * * * *", activeDeadlineSeconds=5, podAnnotations={"test.appschedule.dev/outcome": "hang"}),
+        task("paused", "* * * * *", suspend=True),
+    ]
+    world.appschedule("shop", tasks)
+    wait_for(lambda: len(world.cronjobs()) == 4, timeout=30, what="4 CronJobs")
+    fire = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(boundary))
+    key = f"ok@{fire}"
+
+    def first_run() -> dict[str, Any] | None:
+        return next((j for j in jobs(world) if j["metadata"]["labels"]["appschedule.dev/task"] == "ok"), None)
+
+    run = wait_for(first_run, timeout=boundary - time.time() + 40, what="the first run of task ok")
+    assert env_of(run)["APPSCHEDULE_IDEMPOTENCY_KEY"] == key
+    assert env_of(run)["APPSCHEDULE_SCHEDULED_TIME"] == fire
+    assert run["metadata"]["annotations"]["appschedule.dev/idempotency-key"] == key
+    assert LEDGER_FINALIZER in run["metadata"].get("finalizers", [])
+    # a manual re-run in the same minute: the same key, counted as a duplicate
+    if time.time() - boundary < 50:
+        kubectl("create", "job", "-n", world.namespace, "ok-by-hand", "--from=cronjob/shop-ok")
+        manual = world.batch.read_namespaced_job("ok-by-hand", world.namespace, _preload_content=False)
+        assert env_of(json.loads(manual.data))["APPSCHEDULE_IDEMPOTENCY_KEY"] == key
+        wait_for(lambda: counts(world, "shop", "ok").get("duplicates") == 1, timeout=30, what="a duplicate")
+        assert "DuplicateRun" in reasons(world, "shop")
+    wait_for(lambda: counts(world, "shop", "ok").get("succeeded", 0) >= 1, timeout=30, what="ok succeeded")
+    wait_for(lambda: counts(world, "shop", "boom").get("failed", 0) >= 1, timeout=30, what="boom failed")
+    wait_for(lambda: counts(world, "shop", "hang").get("stuck", 0) >= 1, timeout=60, what="hang stuck")
+    assert {"RunFailed", "StuckRun"} <= reasons(world, "shop")
+    status = world.get("shop")["status"]
+    assert status["failed"] >= 2  # boom and hang
+    healthy = world.condition("shop", "RunsHealthy")
+    assert healthy["status"] == "False" and "boom" in healthy["message"]
+    wait_for(lambda: counts(world, "shop", "paused").get("skipped", 0) >= 1, timeout=40, what="paused skipped")
+    assert "missed" not in counts(world, "shop", "paused")
+    assert task_status(world, "shop", "ok")["lastRun"]["key"].startswith("ok@")
+
+    # every recorded Job lets go of the finalizer; the metrics say what the status says
+    def released() -> bool:
+        done = [
+            j for j in jobs(world) if any(c["status"] == "True" for c in (j.get("status") or {}).get("conditions", []))
+        ]
+        return bool(done) and all(LEDGER_FINALIZER not in j["metadata"].get("finalizers", []) for j in done)
+
+    wait_for(released, timeout=30, what="finalizers released from finished Jobs")
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
+    series = [line for line in text.splitlines() if line.startswith("appschedule_runs_total{")]
+    wanted = (f'namespace="{world.namespace}"', 'task="boom"', 'result="failed"')
+    assert any(all(w in line for w in wanted) and line.endswith(" 1.0") for line in series), series
+
+
+def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(
+    world: World, operator: OperatorProcess
+) -> None:
+    """failurePolicy Ignore: with the operator down a Job still starts; the ledger counts it later and
+    says it ran without its key."""
+    world.deployment()
+    world.appschedule("shop", [task("tick", "* * * * *")])
+    wait_for(lambda: world.cronjobs(), timeout=30, what="the CronJob")
+    wait_for(lambda: task_status(world, "shop", "tick").get("trackingSince"), timeout=30, what="tracking")
+    boundary = wait_for_boundary()
+    operator.kill()
+    try:
+        wait_for(lambda: jobs(world), timeout=boundary - time.time() + 40, what="a Job while the operator is down")
+        (job,) = jobs(world)
+        assert "appschedule.dev/idempotency-key" not in (job["metadata"].get("annotations") or {})
+    finally:
+        operator.start()
+    wait_for(lambda: counts(world, "shop", "tick").get("runs", 0) >= 1, timeout=30, what="the run counted")
+    wait_for(lambda: "KeyNotInjected" in reasons(world, "shop"), timeout=30, what="a KeyNotInjected Event")
+    recent = task_status(world, "shop", "tick")["recent"]
+    assert recent[0]["keyInjected"] is False
+
+
+@pytest.fixture
+def validating_operator(
+    cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient
+) -> Iterator[OperatorProcess]:
+    """An operator serving only the validating webhook (it reconciles an empty namespace)."""
+    name = "test-validation.appschedule.dev"
+    process = OperatorProcess(
+        cluster.kubeconfig, tmp_path / "validating.log", "--namespace", "no-such-namespace", "--webhook-port", "36293",
+        "--webhooks", "validation", "--webhook-config-name", name, liveness_port=36294,
+    )  # fmt: skip
+    process.start()
+    admission = client.AdmissionregistrationV1Api(api)
+    wait_for(lambda: _configured(admission, name), timeout=30, what="the validating webhook configuration")
+    try:
+        yield process
+    finally:
+        process.kill()
+        admission.delete_validating_webhook_configuration(name)
+
+
+def _configured(admission: client.AdmissionregistrationV1Api, name: str) -> bool:
+    try:
+        return bool(admission.read_validating_webhook_configuration(name).webhooks)
+    except client.ApiException:
+        return False
+
+
+def test_an_invalid_appschedule_is_refused_at_apply_naming_task_and_field(
+    validating_operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    manifest = {
+        "apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
+        "metadata": {"name": "bad", "namespace": namespace},
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": [
+            {"name": "good", "schedule": "0 3 * * *", "command": ["x"]},
+            {"name": "typo", "schedule": "0 3 * * * 2026", "command": ["x"]},
+        ]},
+    }  # fmt: skip
+    refused = subprocess.run([kubectl.binary, f"--kubeconfig={kubectl.kubeconfig}", "apply", "-f", "-"],
+                             input=yaml.safe_dump(manifest), capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode != 0
+    assert "task 'typo' (spec.tasks[1].schedule)" in refused.stderr
+    manifest["spec"]["tasks"].pop()  # type: ignore[index]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+
+
+def test_a_controller_outage_across_two_fires_gives_misses_or_a_late_run(
+    world: World, cluster: ClusterUnderTest
+) -> None:
+    """kube-controller-manager down across two fire times: a task whose startingDeadlineSeconds is
+    shorter than the outage misses both; one whose deadline is longer misses the first and runs the
+    second late (the controller only ever starts the most recent missed time)."""
+    local = cluster.need_local()
+    world.deployment()
+    boundary = wait_for_boundary(margin=15)
+    world.appschedule("shop", [
+        task("short", "* * * * *", startingDeadlineSeconds=10),
+        task("long", "* * * * *", startingDeadlineSeconds=300, missedRunGraceSeconds=10),
+    ])  # fmt: skip
+    wait_for(lambda: len(world.cronjobs()) == 2, timeout=30, what="2 CronJobs")
+    wait_for(lambda: task_status(world, "shop", "long").get("trackingSince"), timeout=30, what="tracking")
+    local.stop("kube-controller-manager")
+    try:
+        time.sleep(max(0.0, boundary + 60 + 20 - time.time()))  # the outage itself: two fires go by
+    finally:
+        local.start("kube-controller-manager")
+    wait_for(lambda: counts(world, "shop", "short").get("missed") == 2, timeout=60, what="2 missed of short")
+    wait_for(lambda: counts(world, "shop", "long") == {"runs": 1, "missed": 1, "late": 1, "succeeded": 1},
+             timeout=60, what="1 missed and 1 late run of long")  # fmt: skip
+    assert "runs" not in counts(world, "shop", "short")
+    assert {"MissedRun", "RunLate"} <= reasons(world, "shop")

@@ -1,0 +1,350 @@
+"""The run ledger (ledger.py) and the key (keys.py), with a fixed ``now``: DESIGN "The ledger"."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from appschedule import keys, naming
+from appschedule.ledger import Advance, TaskConfig, advance
+from appschedule.models import TaskStatus
+from appschedule.schedule import parse
+from appschedule.state import JobView
+
+T0 = datetime(2026, 9, 11, 15, 0, 0, tzinfo=UTC)  # a Friday, 15:00 UTC
+CRONJOB = "shop-report"
+
+
+def config(schedule: str = "* * * * *", zone: str = "UTC", **extra: Any) -> TaskConfig:
+    return TaskConfig(task="report", cronjob=CRONJOB, schedule=parse(schedule, zone), **extra)
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job(
+    scheduled: datetime | None,
+    *,
+    created: datetime | None = None,
+    name: str | None = None,
+    outcome: str | None = None,
+    reason: str | None = None,
+    active: int = 1,
+    injected: bool = True,
+    finalizer: bool = True,
+    deleting: bool = False,
+) -> JobView:
+    """A Job as the watch would show it: the controller's timestamp annotation when ``scheduled`` is
+    given (a scheduled Job), none for a Job made by hand."""
+    created = created or (scheduled + timedelta(seconds=1) if scheduled else T0)
+    annotations = {}
+    if scheduled is not None:
+        annotations[naming.CRONJOB_SCHEDULED_TIMESTAMP] = stamp(scheduled)
+        if injected:
+            annotations[naming.ANNOTATION_IDEMPOTENCY_KEY] = keys.key_of("report", scheduled)
+    name = name or (f"{CRONJOB}-{int(scheduled.timestamp()) // 60}" if scheduled else f"{CRONJOB}-manual")
+    finished = outcome is not None
+    return JobView(
+        namespace="shop", name=name, uid=name, resource_version="1", appschedule="shop", task="report",
+        created=stamp(created), annotations=annotations, finalizer=finalizer, deleting=deleting,
+        active=0 if finished else active, succeeded=1 if outcome == "Complete" else 0,
+        failed=1 if outcome == "Failed" else 0, outcome=outcome, reason=reason,
+        finish_time=stamp(created + timedelta(seconds=5)) if finished else None,
+    )  # fmt: skip
+
+
+def step(
+    progress: TaskStatus | None, cfg: TaskConfig, jobs: list[JobView], now: datetime
+) -> tuple[TaskStatus, Advance]:
+    result = advance(progress, cfg, jobs, now)
+    return result.status, result
+
+
+def counts(status: TaskStatus) -> dict[str, int]:
+    assert status.counts is not None
+    return {k: v for k, v in status.counts.model_dump().items() if v}
+
+
+def start(cfg: TaskConfig, at: datetime = T0 - timedelta(seconds=30)) -> TaskStatus:
+    status, _ = step(None, cfg, [], at)
+    return status
+
+
+# -- keys
+
+
+def test_key_is_task_and_scheduled_time() -> None:
+    assert keys.key_of("report", T0) == "report@2026-09-11T15:00:00Z"
+
+
+def test_scheduled_time_sources_in_order_of_trust() -> None:
+    schedule = parse("0 17 * * 5")
+    friday = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
+    by_controller = keys.scheduled_time(
+        annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: "2026-09-11T17:00:00Z"},
+        job_name="x", cronjob=CRONJOB, created=friday + timedelta(minutes=3), schedule=schedule,
+    )  # fmt: skip
+    assert (by_controller.time, by_controller.source) == (friday, "controller")
+    by_name = keys.scheduled_time(annotations={}, job_name=f"{CRONJOB}-{int(friday.timestamp()) // 60}",
+                                  cronjob=CRONJOB, created=friday, schedule=schedule)  # fmt: skip
+    assert (by_name.time, by_name.source) == (friday, "name")
+    by_hand = keys.scheduled_time(annotations={}, job_name="rerun", cronjob=CRONJOB,
+                                  created=friday + timedelta(days=4, hours=2), schedule=schedule)  # fmt: skip
+    assert (by_hand.time, by_hand.source) == (friday, "created")  # the Tuesday re-run carries Friday's key
+
+
+def test_dst_fall_back_second_fire_takes_the_first_ones_key() -> None:
+    schedule = parse("30 1 * * *", "America/New_York")
+    first = datetime(2026, 11, 1, 5, 30, tzinfo=UTC)  # 01:30 EDT
+    second = datetime(2026, 11, 1, 6, 30, tzinfo=UTC)  # 01:30 EST, an hour later
+    got = keys.scheduled_time(annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(second)}, job_name="x",
+                              cronjob=CRONJOB, created=second, schedule=schedule)  # fmt: skip
+    assert got.time == first
+
+
+def test_key_from_the_environment_matches_the_webhooks() -> None:
+    fire = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
+    cronjob = naming.cronjob_name("shop", "report")
+    job_name = f"{cronjob}-{int(fire.timestamp()) // 60}"
+    env = {"APPSCHEDULE_NAME": "shop", "APPSCHEDULE_TASK": "report", "APPSCHEDULE_SCHEDULE": "0 17 * * 5",
+           "APPSCHEDULE_TIME_ZONE": "UTC", "APPSCHEDULE_JOB_NAME": job_name}  # fmt: skip
+    assert keys.from_environment(env, fire + timedelta(minutes=1)).key("report") == "report@2026-09-11T17:00:00Z"
+    manual = {**env, "APPSCHEDULE_JOB_NAME": "by-hand"}
+    assert keys.from_environment(manual, fire + timedelta(days=2)).key("report") == "report@2026-09-11T17:00:00Z"
+    with pytest.raises(ValueError, match="APPSCHEDULE_TASK"):
+        keys.from_environment({"APPSCHEDULE_NAME": "x"}, fire)
+
+
+# -- the ledger
+
+
+def test_on_time_run_is_counted_once_and_its_outcome_when_it_ends() -> None:
+    cfg = config()
+    status = start(cfg)
+    running = job(T0)
+    status, result = step(status, cfg, [running], T0 + timedelta(seconds=5))
+    assert counts(status) == {"runs": 1}
+    assert status.last_run is not None and status.last_run.state == "Active"
+    assert result.release == []  # held until its outcome is counted
+    done = job(T0, outcome="Complete")
+    status, result = step(status, cfg, [done], T0 + timedelta(seconds=20))
+    assert counts(status) == {"runs": 1, "succeeded": 1}
+    assert result.release == [done.name]
+    assert status.last_successful_time == stamp(T0)
+    assert status.recent and status.recent[0].key == "report@2026-09-11T15:00:00Z"
+    status, _ = step(status, cfg, [done], T0 + timedelta(seconds=40))  # seen again: nothing counted twice
+    assert counts(status) == {"runs": 1, "succeeded": 1}
+
+
+def test_late_within_grace_is_only_a_late_run() -> None:
+    cfg = config(grace=120)
+    status = start(cfg)
+    status, result = step(status, cfg, [], T0 + timedelta(seconds=30))  # not yet: within grace
+    assert not result.problems and counts(status) == {}
+    status, result = step(status, cfg, [], T0 + timedelta(seconds=50))
+    assert not [e for e in result.events if e.reason == "RunLate"]
+    late = job(T0, created=T0 + timedelta(seconds=55))
+    status, _ = step(status, cfg, [late], T0 + timedelta(seconds=58))
+    assert counts(status) == {"runs": 1}  # 55 s is within the 120 s grace
+    assert status.recent and status.recent[0].delay_seconds == 55
+
+
+def test_past_grace_is_reported_late_then_counted_a_late_run() -> None:
+    cfg = config("0 * * * *", grace=120)
+    status = start(cfg)
+    status, result = step(status, cfg, [], T0 + timedelta(seconds=130))
+    assert [e.reason for e in result.events] == ["RunLate"]
+    assert result.problems and result.problems[0][0] == "RunLate"
+    status, result = step(status, cfg, [], T0 + timedelta(seconds=140))
+    assert result.events == []  # said once
+    status, _ = step(status, cfg, [job(T0, created=T0 + timedelta(seconds=150))], T0 + timedelta(seconds=151))
+    assert counts(status) == {"runs": 1, "late": 1}
+
+
+def test_missed_when_a_later_fire_has_come() -> None:
+    cfg = config()
+    status = start(cfg)
+    second = T0 + timedelta(minutes=1)
+    status, result = step(status, cfg, [job(second)], second + timedelta(seconds=20))
+    assert counts(status) == {"runs": 1, "missed": 1}
+    assert status.missed_times == [stamp(T0)]
+    assert [e.reason for e in result.events] == ["MissedRun"]
+    assert ("MissedRun", "task 'report': missed report@2026-09-11T15:00:00Z") in result.problems
+
+
+def test_missed_when_the_starting_deadline_passed() -> None:
+    cfg = config("0 * * * *", starting_deadline=60)
+    status = start(cfg)
+    status, _ = step(status, cfg, [], T0 + timedelta(seconds=70))  # deadline passed, within the slack
+    assert counts(status) == {}
+    status, _ = step(status, cfg, [], T0 + timedelta(seconds=80))
+    assert counts(status) == {"missed": 1}
+    status, _ = step(status, cfg, [], T0 + timedelta(seconds=500))
+    assert counts(status) == {"missed": 1}  # never twice
+
+
+def test_three_fires_missed_during_an_operator_outage() -> None:
+    cfg = config("*/10 * * * *")
+    status = start(cfg)
+    fires = [T0 + timedelta(minutes=10 * i) for i in range(5)]
+    # the operator was down from T0 to fires[4]; the controller ran fires[0] and fires[4] only
+    jobs = [job(fires[0], outcome="Complete"), job(fires[4])]
+    status, result = step(status, cfg, jobs, fires[4] + timedelta(seconds=30))
+    assert counts(status) == {"runs": 2, "succeeded": 1, "missed": 3}
+    assert status.missed_times == [stamp(f) for f in reversed(fires[1:4])]
+    assert [e.message for e in result.events if e.reason == "MissedRun"] == [
+        "task 'report': 3 missed (last report@2026-09-11T15:30:00Z)"
+    ]
+
+
+def test_suspended_times_are_skipped_not_missed() -> None:
+    cfg = config(suspend=True)
+    status = start(cfg)
+    status, result = step(status, cfg, [], T0 + timedelta(minutes=5))
+    assert counts(status) == {"skipped": 5}
+    assert not result.problems
+
+
+def test_forbid_overlap_is_skipped_and_a_run_without_a_pod_is_reported_at_once() -> None:
+    cfg = config(concurrency="Forbid", grace=30)
+    status = start(cfg)
+    hanging = job(T0, active=0)  # its pod was refused
+    now = T0 + timedelta(minutes=3, seconds=20)
+    status, result = step(status, cfg, [hanging], now)
+    assert counts(status) == {"runs": 1, "skipped": 2}  # 15:03 may still start late if the Job ends in time
+    assert [e.reason for e in result.events] == ["RunNotStarted"]  # not RunLate: it is blocked, and said why
+    assert [p[0] for p in result.problems] == ["RunNotStarted"]
+
+
+def test_allow_overlap_of_a_hanging_run_does_not_skip() -> None:
+    cfg = config(concurrency="Allow")
+    status = start(cfg)
+    jobs = [job(T0), job(T0 + timedelta(minutes=1))]
+    status, _ = step(status, cfg, jobs, T0 + timedelta(minutes=2, seconds=20))
+    assert counts(status) == {"runs": 2}  # 15:02 may still start (within startingDeadlineSeconds)
+    status, _ = step(status, cfg, jobs, T0 + timedelta(minutes=3, seconds=20))
+    assert counts(status) == {"runs": 2, "missed": 1}  # 15:03 has come: the controller will not start 15:02
+
+
+def test_a_manual_run_maps_to_the_scheduled_key_and_counts_as_a_duplicate() -> None:
+    cfg = config("0 17 * * 5")
+    friday = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
+    status = start(cfg, friday - timedelta(minutes=5))
+    status, _ = step(status, cfg, [job(friday, outcome="Complete")], friday + timedelta(minutes=1))
+    manual = job(None, created=friday + timedelta(days=4), name="report-rerun")
+    status, result = step(status, cfg, [job(friday, outcome="Complete"), manual], friday + timedelta(days=4, seconds=5))
+    assert counts(status) == {"runs": 1, "succeeded": 1, "duplicates": 1}
+    assert [e.reason for e in result.events] == ["KeyNotInjected", "DuplicateRun"]
+    assert "report@2026-09-11T17:00:00Z" in next(e.message for e in result.events if e.reason == "DuplicateRun")
+
+
+def test_two_jobs_with_one_key_are_one_run_and_one_duplicate() -> None:
+    cfg = config()
+    status = start(cfg)
+    first, second = job(T0, name="a"), job(T0, name="b", created=T0 + timedelta(seconds=2))
+    status, result = step(status, cfg, [second, first], T0 + timedelta(seconds=10))
+    assert counts(status) == {"runs": 1, "duplicates": 1}
+    assert status.recent and status.recent[0].job == "a" and status.recent[0].duplicates == 1
+    assert ("DuplicateRun", "task 'report': report@2026-09-11T15:00:00Z ran 2 times") in result.problems
+    status, _ = step(status, cfg, [first, second], T0 + timedelta(seconds=15))
+    assert counts(status) == {"runs": 1, "duplicates": 1}
+
+
+def test_dst_fall_back_double_fire_is_one_run_and_one_duplicate_never_a_miss() -> None:
+    cfg = config("30 1 * * *", "America/New_York")
+    first = datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
+    second = datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
+    status = start(cfg, first - timedelta(minutes=10))
+    jobs = [job(first, outcome="Complete"), job(second, outcome="Complete")]
+    status, _ = step(status, cfg, jobs, second + timedelta(minutes=5))
+    assert counts(status) == {"runs": 1, "succeeded": 1, "duplicates": 1}
+    status, _ = step(status, cfg, jobs, second + timedelta(days=1, hours=1))  # settled past the next day's fire
+    assert counts(status)["missed"] == 1 and counts(status)["duplicates"] == 1  # the next day's, no Job
+
+
+def test_a_schedule_change_restarts_tracking_and_keeps_counts() -> None:
+    hourly = config("0 * * * *")
+    status = start(hourly)
+    status, _ = step(status, hourly, [job(T0, outcome="Complete")], T0 + timedelta(minutes=1))
+    later = T0 + timedelta(minutes=30)
+    minutely = config("*/5 * * * *")
+    status, _ = step(status, minutely, [job(T0, outcome="Complete")], later)
+    assert status.schedule == "*/5 * * * *" and status.tracking_since == stamp(later)
+    assert counts(status) == {"runs": 1, "succeeded": 1}  # the old schedule's unsettled times are not counted
+    status, _ = step(status, minutely, [job(T0, outcome="Complete")], later + timedelta(minutes=10, seconds=20))
+    assert counts(status) == {"runs": 1, "succeeded": 1, "missed": 1}  # 15:35; 15:40 may still start
+
+
+def test_ten_thousand_missed_fires_are_one_fast_step_and_one_event() -> None:
+    cfg = config()
+    status = start(cfg)
+    began = time.perf_counter()
+    status, result = step(status, cfg, [], T0 + timedelta(minutes=10_000, seconds=30))
+    assert time.perf_counter() - began < 0.5
+    assert counts(status) == {"missed": 10_000}
+    assert len(status.missed_times or []) == 10
+    missed_events = [e for e in result.events if e.reason == "MissedRun"]
+    assert len(missed_events) == 1 and missed_events[0].count == 10_000
+    assert "10000 missed" in missed_events[0].message
+
+
+def test_failed_and_stuck_runs_are_counted_and_released() -> None:
+    cfg = config("0 * * * *", active_deadline=600)
+    status = start(cfg)
+    failed = job(T0, outcome="Failed", reason="BackoffLimitExceeded")
+    status, result = step(status, cfg, [failed], T0 + timedelta(minutes=1))
+    assert counts(status) == {"runs": 1, "failed": 1}
+    assert [e.reason for e in result.events] == ["RunFailed"] and result.release == [failed.name]
+    hour = T0 + timedelta(hours=1)
+    stuck = job(hour, outcome="Failed", reason="DeadlineExceeded")
+    status, result = step(status, cfg, [failed, stuck], hour + timedelta(minutes=11))
+    assert counts(status) == {"runs": 2, "failed": 2, "stuck": 1}
+    assert {e.reason for e in result.events} == {"RunFailed", "StuckRun"}
+
+
+def test_a_run_past_its_active_deadline_is_stuck_while_still_active() -> None:
+    cfg = config("0 * * * *", active_deadline=60)
+    status = start(cfg)
+    status, _ = step(status, cfg, [job(T0)], T0 + timedelta(seconds=90))
+    assert counts(status) == {"runs": 1, "stuck": 1}
+    status, _ = step(status, cfg, [job(T0, outcome="Failed", reason="DeadlineExceeded")], T0 + timedelta(minutes=2))
+    assert counts(status) == {"runs": 1, "failed": 1, "stuck": 1}  # stuck once
+
+
+def test_a_restart_neither_loses_nor_double_counts() -> None:
+    cfg = config()
+    status = start(cfg)
+    jobs = [job(T0, outcome="Complete"), job(T0 + timedelta(minutes=1))]
+    status, _ = step(status, cfg, jobs, T0 + timedelta(minutes=1, seconds=5))
+    saved = TaskStatus.model_validate(status.model_dump(by_alias=True, mode="json"))  # through the API server
+    again, _ = step(saved, cfg, jobs, T0 + timedelta(minutes=1, seconds=6))
+    assert counts(again) == counts(status) == {"runs": 2, "succeeded": 1}
+
+
+def test_a_job_deleted_while_held_is_recorded_then_released() -> None:
+    cfg = config()
+    status = start(cfg)
+    status, _ = step(status, cfg, [job(T0)], T0 + timedelta(seconds=5))
+    deleted = job(T0, outcome="Complete", deleting=True)
+    status, result = step(status, cfg, [deleted], T0 + timedelta(minutes=5))
+    assert counts(status)["succeeded"] == 1 and result.release == [deleted.name]
+    status, _ = step(status, cfg, [], T0 + timedelta(minutes=6))  # gone: forgotten once settled
+    assert not status.jobs and counts(status)["succeeded"] == 1
+
+
+def test_jobs_from_before_tracking_are_not_counted_but_released() -> None:
+    cfg = config()
+    old = job(T0 - timedelta(hours=1), outcome="Complete")
+    status, result = step(None, cfg, [old], T0)
+    assert counts(status) == {} and result.release == [old.name]
+
+
+def test_wake_up_when_time_alone_changes_something() -> None:
+    cfg = config("0 * * * *", grace=120)
+    status = start(cfg)
+    _, result = step(status, cfg, [], T0 + timedelta(seconds=10))
+    assert result.wake_at == T0 + timedelta(seconds=120)

@@ -1,0 +1,119 @@
+"""Admission (webhooks.py), its certificate (certs.py) and `appschedule key`, without a cluster."""
+
+from __future__ import annotations
+
+import ssl
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appschedule import certs, cli, naming, render
+from appschedule.state import LEDGER_FINALIZER
+from appschedule.webhooks import check_appschedule, mutate_job
+
+NOW = datetime(2026, 9, 11, 17, 3, 20, tzinfo=UTC)
+FIRE = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
+
+
+def appschedule(**task: Any) -> dict[str, Any]:
+    base = {"name": "report", "schedule": "0 17 * * 5", "command": ["report"], **task}
+    return {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
+            "metadata": {"name": "shop", "namespace": "shop", "uid": "u1"},
+            "spec": {"deploymentRef": {"name": "web"}, "tasks": [base]}}  # fmt: skip
+
+
+DEPLOYMENT = {"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {"initContainers": [{"name": "migrate", "image": "app:1"}],
+             "containers": [{"name": "app", "image": "app:1", "env": [{"name": "A", "value": "1"}]}]}}}}  # fmt: skip
+
+
+def job_from_cronjob(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Job as the CronJob controller (or kubectl create job --from) submits it."""
+    cronjob = render.render(appschedule(), DEPLOYMENT).cronjobs["report"]
+    template = cronjob["spec"]["jobTemplate"]
+    pod = dict(template["spec"]["template"]["spec"], initContainers=[{"name": "migrate", "image": "app:1"}])
+    return {
+        "metadata": {"name": name, "namespace": "shop", "labels": template["metadata"]["labels"],
+                     "annotations": annotations or {},
+                     "ownerReferences": [{"kind": "CronJob", "name": cronjob["metadata"]["name"], "uid": "c"}]},
+        "spec": {**template["spec"], "template": {**template["spec"]["template"], "spec": pod}},
+    }  # fmt: skip
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v.get("value") for v in container["env"]}
+
+
+def test_a_scheduled_job_gets_its_key_everywhere_and_the_ledger_finalizer() -> None:
+    job = job_from_cronjob("shop-report-29819100", {naming.CRONJOB_SCHEDULED_TIMESTAMP: "2026-09-11T17:00:00Z"})
+    patch = mutate_job(job, NOW)
+    assert patch["metadata"]["annotations"] == {
+        naming.ANNOTATION_SCHEDULED_TIME: "2026-09-11T17:00:00Z",
+        naming.ANNOTATION_IDEMPOTENCY_KEY: "report@2026-09-11T17:00:00Z",
+    }
+    assert patch["metadata"]["finalizers"] == [LEDGER_FINALIZER]
+    spec = patch["spec"]["template"]["spec"]
+    for container in [*spec["containers"], *spec["initContainers"]]:
+        env = env_of(container)
+        assert env["APPSCHEDULE_IDEMPOTENCY_KEY"] == "report@2026-09-11T17:00:00Z"
+        assert env["APPSCHEDULE_SCHEDULED_TIME"] == "2026-09-11T17:00:00Z"
+    assert env_of(spec["containers"][0])["A"] == "1"  # the app's own env is kept
+
+
+def test_a_hand_made_job_takes_its_creation_time_rounded_down_to_the_schedule() -> None:
+    patch = mutate_job(job_from_cronjob("rerun-by-hand"), datetime(2026, 9, 15, 9, 0, tzinfo=UTC))  # Tuesday
+    assert patch["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == "report@2026-09-11T17:00:00Z"
+
+
+def test_a_job_without_our_label_is_left_alone() -> None:
+    assert mutate_job({"metadata": {"name": "other", "labels": {"app": "x"}}, "spec": {}}, NOW) == {}
+
+
+def test_a_malformed_job_still_gets_a_key_from_its_name() -> None:
+    body = {"metadata": {"name": "shop-report-29819100", "labels": {naming.LABEL_TASK: "report",
+                                                                   naming.LABEL_APPSCHEDULE: "shop"}},
+            "spec": "not a mapping"}  # fmt: skip
+    patch = mutate_job(body, NOW)
+    assert patch["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == "report@2026-09-11T17:00:00Z"
+
+
+def test_validation_refuses_with_the_conditions_message() -> None:
+    assert check_appschedule(appschedule()) is None
+    message = check_appschedule(appschedule(schedule="0 17 * * 5 2026"))
+    assert message is not None and "task 'report' (spec.tasks[0].schedule)" in message
+    zone = check_appschedule(appschedule(timeZone="Mars/Olympus"))
+    assert zone is not None and "spec.tasks[0].timeZone" in zone
+
+
+def test_generated_certificate_serves_tls_for_its_hosts(tmp_path: Path) -> None:
+    files = certs.generate(tmp_path, ["127.0.0.1", "webhook.ns.svc"])
+    assert files.ca is not None
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(files.cert, files.key)  # the key matches the certificate
+    client = ssl.create_default_context(cafile=str(files.ca))
+    assert client.verify_mode == ssl.CERT_REQUIRED
+    assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0
+    assert certs.from_dir(tmp_path) == files
+    with pytest.raises(FileNotFoundError, match=r"tls\.key"):
+        certs.from_dir(tmp_path / "missing")
+
+
+def test_key_command_prints_the_key_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cronjob = naming.cronjob_name("shop", "report")
+    for name, value in {"APPSCHEDULE_NAME": "shop", "APPSCHEDULE_TASK": "report", "APPSCHEDULE_SCHEDULE": "* * * * *",
+                        "APPSCHEDULE_JOB_NAME": f"{cronjob}-29819100"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    assert cli.main(["key"]) == 0
+    assert capsys.readouterr().out.strip() == "report@2026-09-11T17:00:00Z"
+    monkeypatch.setenv("APPSCHEDULE_SCHEDULED_TIME", "2026-09-11T17:05:00Z")
+    assert cli.main(["key", "--time"]) == 0
+    assert capsys.readouterr().out.strip() == "2026-09-11T17:05:00Z"
+    monkeypatch.delenv("APPSCHEDULE_SCHEDULED_TIME")
+    monkeypatch.delenv("APPSCHEDULE_TASK")
+    assert cli.main(["key"]) == 1
+    assert "APPSCHEDULE_TASK" in capsys.readouterr().err
