@@ -146,6 +146,52 @@ def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(
 
 
 @pytest.fixture
+def keying_operator(cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient) -> Iterator[None]:
+    """A second operator that serves only the key webhook (it reconciles an empty namespace): Jobs get
+    their key and the ledger's finalizer while the session's operator, and its ledger, are down."""
+    name = "test-keys-only.appschedule.dev"
+    process = OperatorProcess(
+        cluster.kubeconfig, tmp_path / "keying.log", "--namespace", "no-such-namespace", "--webhook-port", "36295",
+        "--webhooks", "keys", "--webhook-config-name", name, liveness_port=36296,
+    )  # fmt: skip
+    process.start()
+    admission = client.AdmissionregistrationV1Api(api)
+    wait_for(lambda: _configured(admission, name, mutating=True), timeout=30, what="the mutating webhook configuration")
+    try:
+        yield
+    finally:
+        process.kill()
+        admission.delete_mutating_webhook_configuration(name)
+
+
+def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_recorded(
+    world: World, operator: OperatorProcess, keying_operator: None
+) -> None:
+    """The finalizer set at admission holds every Job a history limit of 1 deletes while the ledger is
+    down; once it is back, every run is recorded and every Job let go."""
+    world.deployment()
+    world.appschedule("shop", [task("tick", "* * * * *", successfulJobsHistoryLimit=1)])
+    wait_for(lambda: world.cronjobs(), timeout=30, what="the CronJob")
+    wait_for(lambda: task_status(world, "shop", "tick").get("trackingSince"), timeout=30, what="tracking")
+    boundary = wait_for_boundary()
+    operator.kill()
+    try:
+
+        def held() -> bool:  # two runs, the older one deleted by the history limit but held by our finalizer
+            found = jobs(world)
+            return len(found) >= 2 and any(j["metadata"].get("deletionTimestamp") for j in found)
+
+        wait_for(held, timeout=boundary - time.time() + 90, what="a second run, and the first held while deleted")
+        assert all(LEDGER_FINALIZER in j["metadata"].get("finalizers", []) for j in jobs(world))
+    finally:
+        operator.start()
+    wait_for(lambda: counts(world, "shop", "tick").get("succeeded", 0) >= 2, timeout=60, what="both runs recorded")
+    wait_for(lambda: all(not j["metadata"].get("deletionTimestamp") for j in jobs(world)), timeout=60,
+             what="the deleted Jobs let go and gone")  # fmt: skip
+    assert "missed" not in counts(world, "shop", "tick")
+
+
+@pytest.fixture
 def validating_operator(
     cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient
 ) -> Iterator[OperatorProcess]:
@@ -165,9 +211,12 @@ def validating_operator(
         admission.delete_validating_webhook_configuration(name)
 
 
-def _configured(admission: client.AdmissionregistrationV1Api, name: str) -> bool:
+def _configured(admission: client.AdmissionregistrationV1Api, name: str, *, mutating: bool = False) -> bool:
+    read = (
+        admission.read_mutating_webhook_configuration if mutating else admission.read_validating_webhook_configuration
+    )
     try:
-        return bool(admission.read_validating_webhook_configuration(name).webhooks)
+        return bool(read(name).webhooks)
     except client.ApiException:
         return False
 
