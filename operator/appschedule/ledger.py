@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 
 from . import keys, naming
 from .models import Counts, JobRecord, RunRecord, TaskStatus
-from .schedule import Schedule, count_fires, next_fire, previous_fire, repeats_between
+from .schedule import Schedule, count_fires, next_fire, previous_fire, repeat_of, repeats_between
 from .state import JobView
 
 SETTLE_SLACK = timedelta(seconds=15)  # how long after its time a Job may still appear in our view
@@ -195,7 +195,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             continue
         attempts = seen.active + seen.succeeded + seen.failed
         if run is not None:
-            run = run.model_copy(update={"attempts": attempts, "state": _state(job),
+            run = run.model_copy(update={"attempts": attempts, "state": _state(seen),
                                          "finish_time": seen.finish_time or run.finish_time})  # fmt: skip
             recent[stamp] = run
         key = keys.key_of(config.task, _t(stamp) or now)
@@ -304,7 +304,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     # -- what is due and not there yet: late, and when to look again
     pending = next_fire(schedule, checked)
     late_since = base.late_since
-    while pending is not None and pending <= now and pending in job_times:
+    while pending is not None and pending <= now and (pending in job_times or repeat_of(schedule, pending)):
         pending = next_fire(schedule, pending)
     if pending is not None and pending <= now and not config.suspend and not _within(pending, blocked):
         grace_end = pending + timedelta(seconds=config.grace)

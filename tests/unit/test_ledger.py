@@ -266,6 +266,29 @@ def test_dst_fall_back_double_fire_is_one_run_and_one_duplicate_never_a_miss() -
     assert counts(status)["missed"] == 1 and counts(status)["duplicates"] == 1  # the next day's, no Job
 
 
+def test_dst_fall_back_repeat_is_never_reported_late() -> None:
+    cfg = config("30 1 * * *", "America/New_York", starting_deadline=None)
+    first = datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
+    second = datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
+    status = start(cfg, first - timedelta(minutes=10))
+    jobs = [job(first, outcome="Complete"), job(second, outcome="Complete")]
+    for minute in range(1, 240, 7):
+        status, result = step(status, cfg, jobs, second + timedelta(minutes=minute))
+        assert "RunLate" not in {e.reason for e in result.events}
+        assert "RunLate" not in {p[0] for p in result.problems}
+
+
+def test_each_run_keeps_its_own_state() -> None:
+    cfg = config()
+    status = start(cfg)
+    jobs = [job(T0, outcome="Complete"), job(T0 + timedelta(minutes=1))]
+    for now in (T0 + timedelta(minutes=1, seconds=5), T0 + timedelta(minutes=1, seconds=6)):
+        status, _ = step(TaskStatus.model_validate(status.model_dump(by_alias=True, mode="json")), cfg, jobs, now)
+        assert [(r.scheduled_time, r.state) for r in status.recent or []] == [
+            (stamp(T0 + timedelta(minutes=1)), "Active"), (stamp(T0), "Succeeded")
+        ]  # fmt: skip
+
+
 def test_a_schedule_change_restarts_tracking_and_keeps_counts() -> None:
     hourly = config("0 * * * *")
     status = start(hourly)
