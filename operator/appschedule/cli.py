@@ -1,4 +1,4 @@
-"""The ``appschedule`` command: run | render | next | key | crd.
+"""The ``appschedule`` command: run | render | next | key | crd | release-jobs.
 
 Bad input gets one line on stderr and exit status 1 (2 for usage), never a traceback.
 """
@@ -168,6 +168,28 @@ def cmd_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_release_jobs(args: argparse.Namespace) -> int:
+    """Take the ledger's finalizer off every Job of a task: for uninstalling the operator (a Job still
+    running would otherwise wait for a ledger that is gone). Uses the current kubeconfig."""
+    from .api import Cluster, api_client
+    from .state import LEDGER_FINALIZER
+
+    cluster = Cluster(api_client())
+    selector = naming.LABEL_TASK
+    if args.namespace:
+        listed = cluster.batch.list_namespaced_job(args.namespace, label_selector=selector, _preload_content=False)
+    else:
+        listed = cluster.batch.list_job_for_all_namespaces(label_selector=selector, _preload_content=False)
+    released = 0
+    for job in Cluster._json(listed)["items"]:
+        meta = job["metadata"]
+        if LEDGER_FINALIZER in (meta.get("finalizers") or []):
+            cluster.release_job(meta["namespace"], meta["name"], LEDGER_FINALIZER)
+            released += 1
+    print(f"released {released} Job(s)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="appschedule", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -223,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
                               "(from APPSCHEDULE_* variables; for when the webhook did not set it)")  # fmt: skip
     key.add_argument("--time", action="store_true", help="print the scheduled time instead of the key")
     key.set_defaults(func=cmd_key)
+
+    release = commands.add_parser("release-jobs", help="remove the ledger's finalizer from every task Job "
+                                  "(before uninstalling the operator)")  # fmt: skip
+    release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+    release.set_defaults(func=cmd_release_jobs)
     return parser
 
 

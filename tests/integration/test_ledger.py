@@ -8,7 +8,9 @@ task's podAnnotations) makes a run fail or hang.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -55,6 +57,10 @@ def reasons(world: World, name: str) -> set[str]:
     return {e["reason"] for e in world.events(name)}
 
 
+def has_events(world: World, *wanted: str) -> None:
+    wait_for(lambda: set(wanted) <= reasons(world, "shop"), timeout=15, what=f"Events {', '.join(wanted)}")
+
+
 def wait_for_boundary(margin: float = 8) -> float:
     """Sleep to just after the next minute boundary when it is far; return the boundary (epoch seconds)."""
     left = seconds_to_next_minute()
@@ -94,11 +100,11 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: World, kubectl: Ku
         manual = world.batch.read_namespaced_job("ok-by-hand", world.namespace, _preload_content=False)
         assert env_of(json.loads(manual.data))["APPSCHEDULE_IDEMPOTENCY_KEY"] == key
         wait_for(lambda: counts(world, "shop", "ok").get("duplicates") == 1, timeout=30, what="a duplicate")
-        assert "DuplicateRun" in reasons(world, "shop")
+        has_events(world, "DuplicateRun")
     wait_for(lambda: counts(world, "shop", "ok").get("succeeded", 0) >= 1, timeout=30, what="ok succeeded")
     wait_for(lambda: counts(world, "shop", "boom").get("failed", 0) >= 1, timeout=30, what="boom failed")
     wait_for(lambda: counts(world, "shop", "hang").get("stuck", 0) >= 1, timeout=60, what="hang stuck")
-    assert {"RunFailed", "StuckRun"} <= reasons(world, "shop")
+    has_events(world, "RunFailed", "StuckRun")  # posted just after the status that counts them
     status = world.get("shop")["status"]
     assert status["failed"] >= 2  # boom and hang
     healthy = world.condition("shop", "RunsHealthy")
@@ -116,10 +122,14 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: World, kubectl: Ku
 
     wait_for(released, timeout=30, what="finalizers released from finished Jobs")
 
-    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
-    series = [line for line in text.splitlines() if line.startswith("appschedule_runs_total{")]
     wanted = (f'namespace="{world.namespace}"', 'task="boom"', 'result="failed"')
-    assert any(all(w in line for w in wanted) and line.endswith(" 1.0") for line in series), series
+
+    def failed_metric() -> bool:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
+        series = [line for line in text.splitlines() if line.startswith("appschedule_runs_total{")]
+        return any(all(w in line for w in wanted) and line.endswith(" 1.0") for line in series)
+
+    wait_for(failed_metric, timeout=10, what="appschedule_runs_total of boom's failed run")
 
 
 def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(
@@ -264,4 +274,19 @@ def test_a_controller_outage_across_two_fires_gives_misses_or_a_late_run(
     wait_for(lambda: counts(world, "shop", "long") == {"runs": 1, "missed": 1, "late": 1, "succeeded": 1},
              timeout=60, what="1 missed and 1 late run of long")  # fmt: skip
     assert "runs" not in counts(world, "shop", "short")
-    assert {"MissedRun", "RunLate"} <= reasons(world, "shop")
+    has_events(world, "MissedRun", "RunLate")
+
+
+def test_release_jobs_lets_go_of_every_held_job(world: World, cluster: ClusterUnderTest) -> None:
+    """What uninstalling runs: no Job stays behind the ledger's finalizer once the operator is gone."""
+    labels = {"appschedule.dev/task": "orphan", "appschedule.dev/appschedule": "gone"}
+    pod = {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x", "command": ["x"]}]}
+    body = {"metadata": {"name": "held", "labels": labels, "finalizers": [LEDGER_FINALIZER]},
+            "spec": {"template": {"spec": pod}}}  # fmt: skip
+    world.batch.create_namespaced_job(world.namespace, body)
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    command = [sys.executable, "-m", "appschedule", "release-jobs", "-n", world.namespace]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    job = world.batch.read_namespaced_job("held", world.namespace)
+    assert LEDGER_FINALIZER not in (job.metadata.finalizers or [])
