@@ -155,27 +155,40 @@ def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(
     assert recent[0]["keyInjected"] is False
 
 
-@pytest.fixture
-def keying_operator(cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient) -> Iterator[None]:
-    """A second operator that serves only the key webhook (it reconciles an empty namespace): Jobs get
-    their key and the ledger's finalizer while the session's operator, and its ledger, are down."""
-    name = "test-keys-only.appschedule.dev"
+def webhook_only_operator(
+    cluster: ClusterUnderTest, api: client.ApiClient, log: Path, kind: str, port: int
+) -> Iterator[OperatorProcess]:
+    """An operator that serves only one webhook (``keys`` or ``validation``) under a configuration of its
+    own, and reconciles an empty namespace; its configuration is removed when it stops."""
+    name = f"test-{kind}-only.appschedule.dev"
     process = OperatorProcess(
-        cluster.kubeconfig, tmp_path / "keying.log", "--namespace", "no-such-namespace", "--webhook-port", "36295",
-        "--webhooks", "keys", "--webhook-config-name", name, liveness_port=36296,
+        cluster.kubeconfig, log, "--namespace", "no-such-namespace", "--webhook-port", str(port),
+        "--webhooks", kind, "--webhook-config-name", name, liveness_port=port + 1,
     )  # fmt: skip
     process.start()
     admission = client.AdmissionregistrationV1Api(api)
-    wait_for(lambda: _configured(admission, name, mutating=True), timeout=30, what="the mutating webhook configuration")
+    mutating = kind == "keys"
+    wait_for(lambda: _configured(admission, name, mutating=mutating), timeout=30, what=f"the {kind} webhook")
     try:
-        yield
+        yield process
     finally:
         process.kill()
-        admission.delete_mutating_webhook_configuration(name)
+        if mutating:
+            admission.delete_mutating_webhook_configuration(name)
+        else:
+            admission.delete_validating_webhook_configuration(name)
+
+
+@pytest.fixture
+def keying_operator(
+    cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient
+) -> Iterator[OperatorProcess]:
+    """Jobs get their key and the ledger's finalizer while the session's operator, and its ledger, are down."""
+    yield from webhook_only_operator(cluster, api, tmp_path / "keying.log", "keys", 36295)
 
 
 def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_recorded(
-    world: World, operator: OperatorProcess, keying_operator: None
+    world: World, operator: OperatorProcess, keying_operator: OperatorProcess
 ) -> None:
     """The finalizer set at admission holds every Job a history limit of 1 deletes while the ledger is
     down; once it is back, every run is recorded and every Job let go."""
@@ -205,20 +218,7 @@ def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_reco
 def validating_operator(
     cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient
 ) -> Iterator[OperatorProcess]:
-    """An operator serving only the validating webhook (it reconciles an empty namespace)."""
-    name = "test-validation.appschedule.dev"
-    process = OperatorProcess(
-        cluster.kubeconfig, tmp_path / "validating.log", "--namespace", "no-such-namespace", "--webhook-port", "36293",
-        "--webhooks", "validation", "--webhook-config-name", name, liveness_port=36294,
-    )  # fmt: skip
-    process.start()
-    admission = client.AdmissionregistrationV1Api(api)
-    wait_for(lambda: _configured(admission, name), timeout=30, what="the validating webhook configuration")
-    try:
-        yield process
-    finally:
-        process.kill()
-        admission.delete_validating_webhook_configuration(name)
+    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 36293)
 
 
 def _configured(admission: client.AdmissionregistrationV1Api, name: str, *, mutating: bool = False) -> bool:
