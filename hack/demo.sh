@@ -24,7 +24,12 @@ else
 fi
 
 "$KUBECTL" apply --server-side -f crds/appschedule.dev_appschedules.yaml
-"$KUBECTL" wait --for=condition=Established --timeout=60s crd/appschedules.appschedule.dev
+# a CRD just created has no status.conditions yet, which makes `kubectl wait` fail at once: retry (60 s)
+for _ in $(seq 60); do
+  "$KUBECTL" wait --for=condition=Established --timeout=5s crd/appschedules.appschedule.dev >/dev/null 2>&1 && break
+  sleep 1
+done
+"$KUBECTL" wait --for=condition=Established --timeout=5s crd/appschedules.appschedule.dev
 "$KUBECTL" create namespace shop --dry-run=client -o yaml | "$KUBECTL" apply -f -
 "$KUBECTL" apply -f examples/deployment.yaml -f examples/appschedule.yaml
 
