@@ -2,7 +2,8 @@
 
 In steady state these are writes only (reconcile reads the in-memory view, state.py). Reads happen
 in two cases: a Deployment that an AppSchedule starts to reference and the view does not hold yet, and
-the owner of a CronJob whose name is taken when we try to create ours.
+the owner of a CronJob whose name is taken when we try to create ours. ``appschedule release-jobs``
+(the chart's pre-delete hook) lists the task Jobs once to release them.
 
 Every request has a timeout (connect and read): a half-open connection costs one timeout, never a
 stuck worker. Responses are parsed as plain JSON (``_preload_content=False``): the client's models
@@ -16,7 +17,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal
@@ -171,6 +172,28 @@ class Cluster:
                 if error.status == 404:
                     return None
                 raise
+
+    def release_all_jobs(self, namespaces: Sequence[str], finalizer: str) -> int:
+        """Remove our finalizer from every Job of a task in these namespaces (all when empty): one LIST each,
+        for uninstalling. Returns how many Jobs were released."""
+        listed: list[dict[str, Any]] = []
+        for namespace in namespaces or [""]:
+            options: dict[str, Any] = {"label_selector": naming.LABEL_TASK, "_preload_content": False,
+                                       "_request_timeout": self.timeout}  # fmt: skip
+            with self._call(namespace):
+                if namespace:
+                    response = self.batch.list_namespaced_job(namespace, **options)
+                else:
+                    response = self.batch.list_job_for_all_namespaces(**options)
+            listed.extend(self._json(response)["items"])
+        released = 0
+        for job in listed:
+            meta = job["metadata"]
+            if finalizer in (meta.get("finalizers") or []) and self.release_job(
+                meta["namespace"], meta["name"], finalizer
+            ):
+                released += 1
+        return released
 
     def replace_status(self, appschedule: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
         """PUT the status with the resourceVersion it was computed from: a 409 means the object moved on

@@ -19,6 +19,7 @@ import yaml
 from . import models, naming, render, schedule
 
 CRD_PATH = Path("crds") / f"{naming.GROUP}_{naming.PLURAL}.yaml"
+CHART_CRD_PATH = Path("charts") / "appschedule-operator" / "files" / CRD_PATH.name  # the chart's copy
 
 
 class UserError(Exception):
@@ -133,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         webhook_port=args.webhook_port, webhook_addr=args.webhook_addr, webhook_host=args.webhook_host,
         webhook_service=args.webhook_service, webhook_cert_dir=args.webhook_cert_dir, metrics_port=args.metrics_port,
         webhooks=frozenset(kinds), webhook_config_name=args.webhook_config_name,
+        scanning=not args.no_scanning,
     )  # fmt: skip
     if args.webhook_port:
         handlers.register_webhooks(kinds)
@@ -174,18 +176,7 @@ def cmd_release_jobs(args: argparse.Namespace) -> int:
     from .api import Cluster, api_client
     from .state import LEDGER_FINALIZER
 
-    cluster = Cluster(api_client())
-    selector = naming.LABEL_TASK
-    if args.namespace:
-        listed = cluster.batch.list_namespaced_job(args.namespace, label_selector=selector, _preload_content=False)
-    else:
-        listed = cluster.batch.list_job_for_all_namespaces(label_selector=selector, _preload_content=False)
-    released = 0
-    for job in Cluster._json(listed)["items"]:
-        meta = job["metadata"]
-        if LEDGER_FINALIZER in (meta.get("finalizers") or []):
-            cluster.release_job(meta["namespace"], meta["name"], LEDGER_FINALIZER)
-            released += 1
+    released = Cluster(api_client()).release_all_jobs(args.namespace or [], LEDGER_FINALIZER)
     print(f"released {released} Job(s)")
     return 0
 
@@ -221,7 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "default both")  # fmt: skip
     run.add_argument("--webhook-config-name", default="appschedule-operator.appschedule.dev",
                      help="name of the Mutating/ValidatingWebhookConfiguration the operator keeps (a domain: "
-                     "its webhooks are named <id>.<this>)")  # fmt: skip
+                     "its webhooks are named <id>.<this>); empty: they are installed by someone else (the Helm "
+                     "chart), and the operator only serves them at /key-jobs and /check-appschedules")  # fmt: skip
+    run.add_argument("--no-scanning", action="store_true",
+                     help="do not watch CRDs and namespaces for changes (so no cluster-wide read of them is needed; "
+                     "the AppSchedule CRD must exist when the operator starts)")  # fmt: skip
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port; default: none")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.set_defaults(func=cmd_run)
@@ -247,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     key.set_defaults(func=cmd_key)
 
     release = commands.add_parser("release-jobs", help="remove the ledger's finalizer from every task Job "
-                                  "(before uninstalling the operator)")  # fmt: skip
-    release.add_argument("-n", "--namespace", help="only this namespace (default: all)")
+                                  "(for uninstalling: the chart's pre-delete hook runs it)")  # fmt: skip
+    release.add_argument("-n", "--namespace", action="append", help="only this namespace (repeatable; default: all)")
     release.set_defaults(func=cmd_release_jobs)
     return parser
 

@@ -52,6 +52,7 @@ class Options:
         "appschedule-operator.appschedule.dev"  # the Mutating/ValidatingWebhookConfiguration kopf keeps
     )
     metrics_port: int | None = None
+    scanning: bool = True  # kopf watches CRDs and namespaces (needs list/watch on them, cluster-wide)
 
 
 @dataclass

@@ -88,9 +88,10 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.label_selectors["batch", "v1", "cronjobs"] = CRONJOB_SELECTOR
     settings.watching.label_selectors["batch", "v1", "jobs"] = naming.LABEL_TASK
     settings.posting.level = logging.WARNING
+    settings.scanning.disabled = not OPTIONS.scanning
     if OPTIONS.webhook_port:
         settings.admission.server = _webhook_server(OPTIONS)
-        settings.admission.managed = OPTIONS.webhook_config_name
+        settings.admission.managed = OPTIONS.webhook_config_name or None  # None: installed by the chart
     if OPTIONS.metrics_port:
         metrics.serve(OPTIONS.metrics_port)
     controller = Controller(Cluster(api_client()), OPTIONS)
