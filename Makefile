@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/cluster/localcluster.py
 
-.PHONY: run bench bench-cluster venv crd tools cluster-up cluster-down cluster-status lint typecheck unit integration test clean
+.PHONY: run bench bench-cluster venv crd lock tools cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+	image kind-up kind-down e2e-kind clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +47,13 @@ unit: venv  ## APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run,
 integration: venv tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
 	$(BIN)/pytest tests/integration
 
-test: lint typecheck unit integration  ## what CI runs
+e2e: venv tools  ## the user's scenario (tests/e2e) against KUBECONFIG, else the local cluster
+	$(BIN)/pytest tests/e2e
+
+e2e-local: venv tools  ## tests/e2e on the local cluster, whatever KUBECONFIG says
+	env -u KUBECONFIG -u APPSCHEDULE_E2E_IMAGE $(BIN)/pytest tests/e2e
+
+test: lint typecheck unit integration e2e-local  ## what CI runs
 
 bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the same run
 	$(BIN)/python bench/bench_core.py
@@ -54,5 +61,30 @@ bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the
 bench-cluster: venv tools  ## the operator on its own local cluster against the floor (BENCHMARKS.md); ARGS=--quick
 	$(BIN)/python bench/bench_cluster.py $(ARGS)
 
+lock:  ## resolve image.lock (the image's dependencies) from pyproject.toml in a clean virtualenv
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet --disable-pip-version-check .
+	{ sed -n '1,2p' image.lock; .lock-venv/bin/pip freeze --exclude appschedule-operator; } > image.lock.new
+	mv image.lock.new image.lock && rm -rf .lock-venv
+
+# For users with Docker and kind (no image can be pulled on our CI machines: these do not run there).
+IMAGE ?= appschedule-operator:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+KIND_CLUSTER ?= appschedule
+KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
+
+image:  ## build the operator image (IMAGE=registry/you/appschedule-operator:tag to push elsewhere)
+	docker build -t $(IMAGE) .
+
+kind-up:  ## a kind cluster for the e2e tests (its kubeconfig in .kind-kubeconfig)
+	kind get clusters | grep -qx '$(KIND_CLUSTER)' || kind create cluster --name $(KIND_CLUSTER) --wait 120s
+	kind get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG)
+
+kind-down:
+	kind delete cluster --name $(KIND_CLUSTER)
+	rm -f $(KIND_KUBECONFIG)
+
+e2e-kind: venv tools kind-up image  ## kind cluster, image loaded into it, tests/e2e with the chart's own pod
+	kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+	KUBECONFIG=$(KIND_KUBECONFIG) APPSCHEDULE_E2E_IMAGE=$(IMAGE) PATH=$(CURDIR)/.tools/bin:$$PATH $(BIN)/pytest tests/e2e
+
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache .kind-kubeconfig

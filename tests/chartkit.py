@@ -40,6 +40,22 @@ def tool(name: str) -> str:
     return str(built) if built.exists() else name
 
 
+class Kubectl:
+    """kubectl against the cluster under test (the pinned build when it is there, else the one on PATH)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.binary = tool("kubectl")
+        self.kubeconfig = kubeconfig
+
+    def __call__(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [self.binary, f"--kubeconfig={self.kubeconfig}", *args], input=input, capture_output=True, text=True
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+        return result
+
+
 class Helm:
     def __init__(self, kubeconfig: Path) -> None:
         self.binary = tool("helm")

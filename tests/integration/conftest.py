@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from tests.chartkit import Kubectl as Kubectl  # re-exported for the tests
+
 from .kube import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,23 +92,6 @@ def pytest_runtest_makereport(
     if report.failed and report.when in ("setup", "call") and _operator is not None:
         report.sections.append(("operator log (tail)", "\n".join(_operator.lines()[-40:])))
     return report
-
-
-class Kubectl:
-    """kubectl against the cluster under test (the pinned build when it is there, else the one on PATH)."""
-
-    def __init__(self, kubeconfig: Path) -> None:
-        built = localcluster.TOOLS_BIN / "kubectl"
-        self.binary = str(built) if built.exists() else "kubectl"
-        self.kubeconfig = kubeconfig
-
-    def __call__(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [self.binary, f"--kubeconfig={self.kubeconfig}", *args], input=input, capture_output=True, text=True
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
-        return result
 
 
 @pytest.fixture(scope="session")

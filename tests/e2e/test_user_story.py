@@ -1,0 +1,127 @@
+"""What a user does, start to end: helm install, an AppSchedule beside a Deployment, CronJobs, a run
+with its key, the status in `kubectl get appschedules`, helm uninstall leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests import chartkit
+from tests.chartkit import Helm, HostedOperator, Kubectl
+
+from .conftest import Target
+
+RELEASE = "appschedule"
+
+
+def wait_for(check: Any, *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, helm: Helm, tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    ops, app = f"appschedule-system-{suffix}", f"shop-{suffix}"
+    for namespace in (ops, app):
+        kubectl("create", "namespace", namespace)
+    kubectl("label", "namespace", ops, "pod-security.kubernetes.io/enforce=restricted")
+    operator: HostedOperator | None = None
+    try:
+        values: dict[str, Any] = {"webhook": {"timeoutSeconds": 5}}
+        if target.image:
+            repository, _, tag = target.image.rpartition(":")
+            values["image"] = {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}
+        else:  # no node can run the image: its pod waits, and the operator runs here (see conftest)
+            values |= {"nodeSelector": {"appschedule.dev/test": "no-such-node"}, "webhook": {"port": 36401},
+                       "metrics": {"port": 36402}, "liveness": {"port": 36403}}  # fmt: skip
+        crd = kubectl("get", "crd", "appschedules.appschedule.dev", "-o", "json", check=False)
+        if crd.returncode == 0:
+            # installed before by kubectl (or by another release): adopt it, as the README says
+            chartkit.adopt_crd(kubectl, RELEASE, ops)
+        install = ["install", RELEASE, str(chartkit.CHART), "-n", ops, "-f", "-", "--timeout=180s"]
+        helm(*install, *(["--wait"] if target.image else []), input=json.dumps(values))
+
+        # the app: a Deployment and, beside it, its schedule
+        image = target.image or "registry.example.com/shop/web:1.4.2"
+        deployment = {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": app},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "app", "image": image}]}}},
+        }  # fmt: skip
+        schedule = {
+            "apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
+            "metadata": {"name": "shop", "namespace": app},
+            "spec": {"deploymentRef": {"name": "web"}, "timeZone": "UTC", "tasks": [
+                {"name": "print-key", "schedule": "* * * * *",
+                 "command": ["python", "-c", "import os; print(os.environ['APPSCHEDULE_IDEMPOTENCY_KEY'])"]}]},
+        }  # fmt: skip
+        kubectl("apply", "-f", "-", input=json.dumps(deployment))
+        kubectl("apply", "-f", "-", input=json.dumps(schedule))
+        if not target.image:
+            operator = HostedOperator(kubectl, target.kubeconfig, RELEASE, ops, tmp_path)
+            operator.start(wait=wait_for)
+
+        wait_for(lambda: kubectl("get", "cronjob", "shop-print-key", "-n", app, check=False).returncode == 0,
+                 timeout=60, what="the task's CronJob")  # fmt: skip
+
+        def succeeded() -> dict[str, Any] | None:
+            status = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout).get("status")
+            last = ((status or {}).get("tasks") or [{}])[0].get("lastRun") or {}
+            return last if last.get("state") == "Succeeded" else None
+
+        last = wait_for(succeeded, timeout=150, what="a run of the task, recorded")
+        job = json.loads(kubectl("get", "job", last["job"], "-n", app, "-o", "json").stdout)
+        env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["APPSCHEDULE_IDEMPOTENCY_KEY"] == last["key"] == f"print-key@{last['scheduledTime']}"
+        if target.image:  # a real process printed it
+            log = kubectl("logs", f"job/{last['job']}", "-n", app).stdout
+            assert log.strip() == last["key"]
+
+        table = kubectl("get", "appschedules", "-n", app).stdout
+        header, row = table.splitlines()[:2]
+        assert header.split()[:4] == ["NAME", "DEPLOYMENT", "TASKS", "READY"]
+        assert row.split()[:4] == ["shop", "web", "1", "True"]
+
+        # uninstall: the pre-delete hook releases the Jobs; nothing of the release stays but the kept CRD
+        manifest = helm("get", "manifest", RELEASE, "-n", ops).stdout
+        command = [helm.binary, f"--kubeconfig={helm.kubeconfig}", "uninstall", RELEASE, "-n", ops, "--wait",
+                   "--timeout=180s"]  # fmt: skip
+        uninstall = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if operator:  # the hook's pod waits for a node: its work is done here
+            hook = f"{operator.fullname}-release-jobs"
+            pods = ("get", "pods", "-n", ops, "-l", f"job-name={hook}", "-o", "name")
+            wait_for(lambda: kubectl(*pods).stdout.strip(), timeout=60, what="the pre-delete hook's pod")
+            assert re.fullmatch(r"released \d+ Job\(s\)", operator.run_like_kubelet(hook).strip())
+        assert uninstall.wait(timeout=240) == 0, uninstall.stdout.read() if uninstall.stdout else ""
+        if operator:
+            operator.stop()
+        for obj in (d for d in yaml.safe_load_all(manifest) if d):
+            if obj["kind"] != "CustomResourceDefinition":
+                gone = kubectl("get", obj["kind"], obj["metadata"]["name"], "-n", ops, check=False)
+                assert gone.returncode != 0, f"{obj['kind']} {obj['metadata']['name']} outlived helm uninstall"
+        jobs = json.loads(kubectl("get", "jobs", "-n", app, "-o", "json").stdout)["items"]
+        held = [
+            j["metadata"]["name"] for j in jobs if "appschedule.dev/ledger" in (j["metadata"].get("finalizers") or [])
+        ]
+        assert not held, f"Jobs left behind the ledger's finalizer: {held}"
+    finally:
+        if operator:
+            operator.stop()
+        if helm("status", RELEASE, "-n", ops, check=False).returncode == 0:
+            helm("uninstall", RELEASE, "-n", ops, "--no-hooks", check=False)
+        for namespace in (app, ops):
+            kubectl("delete", "namespace", namespace, "--wait=false", check=False)
