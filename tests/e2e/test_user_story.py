@@ -96,6 +96,9 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         assert header.split()[:4] == ["NAME", "DEPLOYMENT", "TASKS", "READY"]
         assert row.split()[:4] == ["shop", "web", "1", "True"]
 
+        if target.image:  # the chart's own test: metrics and the webhook's TLS, from inside the cluster
+            helm("test", RELEASE, "-n", ops, "--timeout=120s")
+
         # uninstall: the pre-delete hook releases the Jobs; nothing of the release stays but the kept CRD
         manifest = helm("get", "manifest", RELEASE, "-n", ops).stdout
         command = [helm.binary, f"--kubeconfig={helm.kubeconfig}", "uninstall", RELEASE, "-n", ops, "--wait",
