@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import kopf
 
 from . import certs, metrics, naming, webhooks
@@ -115,7 +116,21 @@ class _ServiceWebhookServer(kopf.WebhookServer):
                    "caBundle": config.get("caBundle")}  # fmt: skip
 
 
+class _AdmissionApplication(aiohttp.web.Application):
+    """kopf's webhook server makes a plain ``aiohttp.web.Application``, which refuses a request over 1 MiB
+    with 413; the API server then fails open (failurePolicy Ignore) and an oversized AppSchedule would be
+    admitted unchecked. Admission reviews of objects up to the API server's own limit are read instead."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("client_max_size", ADMISSION_MAX_BYTES)
+        super().__init__(*args, **kwargs)
+
+
+ADMISSION_MAX_BYTES = 8 * 1024 * 1024  # an AdmissionReview holds the object (and the old one on UPDATE)
+
+
 def _webhook_server(options: Options) -> kopf.WebhookServer:
+    aiohttp.web.Application = _AdmissionApplication  # type: ignore[misc]  # kopf builds it by this name
     if options.webhook_cert_dir:
         files = certs.from_dir(Path(options.webhook_cert_dir))
     else:

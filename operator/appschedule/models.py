@@ -9,15 +9,47 @@ so ``kubectl get -o yaml`` shows what the user wrote.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from . import naming
 
 Time = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
-Quantity = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True})]
+# what the API server would refuse in the CronJob it is written into, refused here already (the webhook and the
+# Ready condition name the field); the CRD's schema cannot say it (int-or-string, map keys)
+_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # fmt: skip
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _quantity(value: int | str) -> int | str:
+    if isinstance(value, str) and not _QUANTITY.match(value):
+        raise ValueError(f"{value!r} is not a quantity like 500m, 2, 128Mi or 1G")
+    return value
+
+
+def _qualified_keys(what: str, values: dict[str, str] | None, *, label_values: bool) -> dict[str, str] | None:
+    for key, value in (values or {}).items():
+        prefix, _, name = key.rpartition("/")
+        if not _QUALIFIED_NAME.match(key) or len(name) > 63 or len(prefix) > 253:
+            raise ValueError(f"{what} key {key!r} is not a qualified name like example.com/my-key")
+        if label_values and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+            raise ValueError(f"label {key!r}: value {value!r} is not a label value (63 characters of A-Z a-z 0-9 -_.)")
+    return values
+
+
+Arg = Annotated[str, Field(max_length=65536)]  # a bound the API server checks even when the webhook is down
+Quantity = Annotated[
+    int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True}), AfterValidator(_quantity)
+]
+Labels = Annotated[dict[str, str] | None, AfterValidator(lambda v: _qualified_keys("label", v, label_values=True))]
+Annotations = Annotated[
+    dict[str, str] | None, AfterValidator(lambda v: _qualified_keys("annotation", v, label_values=False))
+]
 ConcurrencyPolicy = Literal["Forbid", "Allow", "Replace"]
 
 DEFAULTS: dict[str, Any] = {
@@ -46,12 +78,15 @@ class DeploymentRef(Model):
     name: str = Field(
         min_length=1,
         max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         description="Name of the Deployment, in the AppSchedule's namespace, whose image and pod settings "
         "every task runs with. The CronJobs follow its rollouts.",
     )
     container: str | None = Field(
         None,
         min_length=1,
+        max_length=63,
+        pattern=naming.DNS_LABEL.pattern,
         description="Name of the Deployment's container to run tasks in. Default: the first container.",
     )
 
@@ -109,12 +144,12 @@ class TaskSettings(Model):
         description="Compute resources of a run; replaces the Deployment container's when it sets limits or "
         "requests (empty means: the container's).",
     )
-    pod_annotations: dict[str, str] | None = Field(
+    pod_annotations: Annotations = Field(
         None,
         description="Annotations added to each run's pod, after the Deployment's pod template annotations "
         "(same key: this value). In defaults: added before the task's.",
     )
-    pod_labels: dict[str, str] | None = Field(
+    pod_labels: Labels = Field(
         None,
         description="Labels added to each run's pod, after the Deployment's pod template labels that are not in "
         "its selector (e.g. for a NetworkPolicy). Keys under appschedule.dev/ and batch.kubernetes.io/, and "
@@ -168,10 +203,12 @@ class Task(TaskSettings):
         "day-of-week, Sunday=0) or @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually. Read in "
         "timeZone. No seconds field, no L W # H, no TZ= prefix, no @every.",
     )
-    command: list[str] = Field(
-        min_length=1, description="Command run in the Deployment's image (replaces the container's command)."
+    command: list[Arg] = Field(
+        min_length=1,
+        max_length=256,
+        description="Command run in the Deployment's image (replaces the container's command).",
     )
-    args: list[str] | None = Field(None, description="Arguments to the command. Default: none.")
+    args: list[Arg] | None = Field(None, max_length=1024, description="Arguments to the command. Default: none.")
 
     def resolved(self, spec: AppScheduleSpec) -> dict[str, Any]:
         """Every setting with the task's value, else spec.defaults', else the built-in default."""

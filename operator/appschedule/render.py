@@ -19,6 +19,7 @@ render; an error that concerns every task (no such container) yields no CronJob 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,8 +71,15 @@ class ParsedSpec:
     indices: list[int]  # spec.tasks[i] is raw spec.tasks[indices[i]]
 
 
+MAX_SPEC_BYTES = 256 * 1024  # every CronJob carries its task's part; the API server stores objects up to 1.5 MiB
+
+
 def parse_spec(raw: Mapping[str, Any]) -> ParsedSpec:
     """Validate a raw spec. Tasks that fail are reported and left out; the rest still parse."""
+    size = len(json.dumps(raw, separators=(",", ":"), default=str).encode())
+    if size > MAX_SPEC_BYTES:
+        message = f"{size // 1024} KiB; an AppSchedule's spec may be at most {MAX_SPEC_BYTES // 1024} KiB"
+        return ParsedSpec(None, [SpecError("spec", message)], [])
     try:
         spec = AppScheduleSpec.model_validate(raw)
         return ParsedSpec(spec, [], list(range(len(spec.tasks))))

@@ -202,6 +202,8 @@ def parse(expression: str, time_zone: str = "UTC") -> Schedule:
         raise ScheduleError("schedule is empty")
     if text != expression:
         raise ScheduleError(f"schedule {expression!r} has leading or trailing spaces")
+    if not expression.isascii():
+        raise ScheduleError(f"schedule {expression!r}: only ASCII letters, digits and * , - / are allowed")
     if text.startswith("@"):
         if text.startswith("@every"):
             raise ScheduleError(
