@@ -1,9 +1,10 @@
 """The API adapter: every request the operator makes outside its watch streams, and nothing else.
 
-In steady state these are writes only (reconcile reads the in-memory view, state.py). Reads happen
-in two cases: a Deployment that an AppSchedule starts to reference and the view does not hold yet, and
-the owner of a CronJob whose name is taken when we try to create ours. ``appschedule release-jobs``
-(the chart's pre-delete hook) lists the task Jobs once to release them.
+In steady state these are writes only (reconcile reads the in-memory view, state.py). Reads happen in two
+cases: a Deployment that an AppSchedule starts to reference and the view does not hold yet, and the owner
+of a CronJob whose name is taken when we try to create ours. The validating webhook asks one
+SubjectAccessReview per AppSchedule spec it admits. ``appschedule release-jobs`` (the chart's pre-delete
+hook) lists the task Jobs once to release them.
 
 Every request has a timeout (connect and read): a half-open connection costs one timeout, never a
 stuck worker. Responses are parsed as plain JSON (``_preload_content=False``): the client's models
@@ -217,6 +218,14 @@ class Cluster:
                     _preload_content=False, _request_timeout=self.timeout,
                 )
             )  # fmt: skip
+
+    def review_access(self, review: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a SubjectAccessReview; its status (allowed, denied, reason)."""
+        with self._call(""):
+            created = self._json(client.AuthorizationV1Api(self.api).create_subject_access_review(
+                review, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+        status: dict[str, Any] = created.get("status") or {}
+        return status
 
     def post_event(self, appschedule: Mapping[str, Any], event: Event, now: datetime) -> None:
         meta = appschedule["metadata"]

@@ -32,6 +32,7 @@ event loop only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Mapping
@@ -238,10 +239,23 @@ async def key_jobs(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         patch.update(found)
 
 
-async def check_appschedules(body: kopf.Body, **_: Any) -> None:
+async def check_appschedules(body: kopf.Body, userinfo: kopf.UserInfo, memo: Any, **kwargs: Any) -> None:
     message = webhooks.check_appschedule(body)
     if message:
         raise kopf.AdmissionError(message, code=422)
+    if not webhooks.spec_changed(kwargs.get("operation"), kwargs.get("old"), kwargs.get("new")):
+        return
+    namespace = str(body.get("metadata", {}).get("namespace") or "")
+    review = webhooks.job_access_review(userinfo, namespace)
+    try:
+        status = await asyncio.to_thread(_controller(memo).cluster.review_access, review)
+    except Exception as error:  # fail closed: the check is what stands between this user and running Jobs
+        log.warning("SubjectAccessReview for %s failed: %s", userinfo.get("username"), error)
+        message = f"could not check that {userinfo.get('username')} may create Jobs in namespace {namespace}"
+        raise kopf.AdmissionError(f"{message}; try again ({type(error).__name__})", code=503) from None
+    refusal = webhooks.access_refusal(userinfo, namespace, status)
+    if refusal:
+        raise kopf.AdmissionError(refusal, code=403)
 
 
 WEBHOOKS = ("keys", "validation")

@@ -13,6 +13,10 @@ server and certs.py provides its certificate.
 * ``check_appschedule``: the message the Ready condition would carry for an invalid spec (task and field
   named), or None. Only what the spec alone decides is checked here; a missing Deployment or a task
   another AppSchedule holds is not a reason to refuse (both can change later).
+* ``job_access_review`` / ``access_refusal``: an AppSchedule makes the operator create Jobs that run a
+  command of the author's choice with the Deployment's image and ServiceAccount, so its author must be
+  allowed to create Jobs in that namespace (DESIGN, "Security"): the SubjectAccessReview to ask, and the
+  message when the answer is no. Asked on CREATE and on an UPDATE that changes the spec.
 
 The webhook's failurePolicy is Ignore: an operator outage never stops a run. A Job admitted without its
 key is reported by the ledger (``KeyNotInjected``) and ``appschedule key`` derives the same key inside
@@ -96,3 +100,38 @@ def check_appschedule(appschedule: Mapping[str, Any]) -> str | None:
                   "spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}}}  # fmt: skip
     errors = render(appschedule, deployment).errors
     return summarize(errors) if errors else None
+
+
+def spec_changed(operation: str | None, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether this admission request sets a spec the author must be entitled to (not a label edit)."""
+    if operation == "CREATE":
+        return True
+    return operation == "UPDATE" and _dict(old).get("spec") != _dict(new).get("spec")
+
+
+def job_access_review(userinfo: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """May the request's user create Jobs in this namespace? (authorization.k8s.io/v1 SubjectAccessReview)"""
+    extra = {key: list(values) for key, values in _dict(userinfo.get("extra")).items()}
+    return {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": str(userinfo.get("username") or ""),
+            "uid": str(userinfo.get("uid") or ""),
+            "groups": [str(g) for g in userinfo.get("groups") or []],
+            "extra": extra,
+            "resourceAttributes": {"namespace": namespace, "verb": "create", "group": "batch", "resource": "jobs"},
+        },
+    }
+
+
+def access_refusal(userinfo: Mapping[str, Any], namespace: str, status: Mapping[str, Any]) -> str | None:
+    """The refusal for a SubjectAccessReview's status, or None when the user may create Jobs."""
+    if status.get("allowed") and not status.get("denied"):
+        return None
+    user = userinfo.get("username") or "this user"
+    because = f" ({status['reason']})" if status.get("reason") else ""
+    return (
+        f"{user} may not create Jobs in namespace {namespace}{because}: an AppSchedule runs its tasks' commands "
+        "as Jobs with the Deployment's image and ServiceAccount, so its author needs that right too"
+    )

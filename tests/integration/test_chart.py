@@ -168,7 +168,10 @@ def test_rbac_is_least_privilege(helm: Helm) -> None:
             assert not {"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} & set(rule["resources"])
         cluster_roles = of_kind(objects, "ClusterRole")
         if values.get("watchNamespaces"):
-            assert not cluster_roles, "watchNamespaces must not grant anything cluster-wide"
+            (review,) = cluster_roles  # nothing cluster-wide but asking who may create Jobs
+            assert review["rules"] == [
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}
+            ], "watchNamespaces must not grant anything else cluster-wide"
             assert {r["metadata"]["namespace"] for r in of_kind(objects, "Role")} == {"a", "b"}
         else:
             assert len(cluster_roles) == 1
@@ -319,6 +322,18 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
         operator.start(wait=wait_for)
         _reconcile_key_and_record(kubectl, app)
 
+        # a spec change goes through the validating webhook, which asks a SubjectAccessReview as the
+        # chart's ServiceAccount (refused when it cannot: the check fails closed)
+        kubectl(
+            "patch",
+            "appschedule",
+            "shop",
+            "-n",
+            app,
+            "--type=json",
+            "-p",
+            '[{"op": "replace", "path": "/spec/tasks/0/args", "value": ["--verbose"]}]',
+        )
         # a bad schedule is refused at apply, through the chart's ValidatingWebhookConfiguration and Service
         bad = _appschedule(app, "bad", [{"name": "x", "schedule": "61 * * * *", "command": ["true"]}])
         out = kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from appschedule import certs, cli, naming, render
+from appschedule import certs, cli, naming, render, webhooks
 from appschedule.state import LEDGER_FINALIZER
 from appschedule.webhooks import check_appschedule, mutate_job
 
@@ -117,3 +117,25 @@ def test_key_command_prints_the_key_from_the_environment(
     monkeypatch.delenv("APPSCHEDULE_TASK")
     assert cli.main(["key"]) == 1
     assert "APPSCHEDULE_TASK" in capsys.readouterr().err
+
+
+def test_the_author_of_a_spec_must_be_allowed_to_create_jobs() -> None:
+    user = {"username": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"], "extra": {"scope": ("a",)}}
+    review = webhooks.job_access_review(user, "shop")
+    assert review["spec"] == {
+        "user": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"], "extra": {"scope": ["a"]},
+        "resourceAttributes": {"namespace": "shop", "verb": "create", "group": "batch", "resource": "jobs"},
+    }  # fmt: skip
+    assert webhooks.access_refusal(user, "shop", {"allowed": True}) is None
+    assert webhooks.access_refusal(user, "shop", {"allowed": True, "denied": True}) is not None
+    refusal = webhooks.access_refusal(user, "shop", {"allowed": False, "reason": "no RBAC rule"})
+    assert refusal and refusal.startswith("alice may not create Jobs in namespace shop (no RBAC rule)")
+
+
+def test_only_a_spec_change_needs_the_review() -> None:
+    old = {"metadata": {"labels": {}}, "spec": {"tasks": [1]}}
+    relabelled = {"metadata": {"labels": {"team": "a"}}, "spec": {"tasks": [1]}}
+    assert webhooks.spec_changed("CREATE", None, old)
+    assert not webhooks.spec_changed("UPDATE", old, relabelled)
+    assert webhooks.spec_changed("UPDATE", old, {"spec": {"tasks": [2]}})
+    assert not webhooks.spec_changed("DELETE", old, None)

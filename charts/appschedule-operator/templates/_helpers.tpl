@@ -101,3 +101,10 @@ namespaceSelector:
   resources: [events]
   verbs: [create, patch]
 {{- end }}
+
+{{/* Cluster-scoped by nature: the validating webhook asks whether an AppSchedule's author may create Jobs. */}}
+{{- define "appschedule.clusterRules" -}}
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- end }}

@@ -1,0 +1,91 @@
+"""No privilege escalation through an AppSchedule (DESIGN, "Security"): its author must be allowed to
+create Jobs in its namespace (the validating webhook asks a SubjectAccessReview), and an AppSchedule never
+reaches a Deployment of another namespace."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
+from .kube import wait_for
+from .test_ledger import webhook_only_operator
+from .test_operator import World
+
+
+@pytest.fixture
+def validating(cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient) -> Iterator[OperatorProcess]:
+    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 36321)
+
+
+def _schedule(namespace: str, deployment: str = "web", command: str = "report.js") -> str:
+    return json.dumps({"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
+                       "metadata": {"name": "shop", "namespace": namespace},
+                       "spec": {"deploymentRef": {"name": deployment}, "tasks": [
+                           {"name": "report", "schedule": "0 17 * * 5", "command": ["node", command]}]}})  # fmt: skip
+
+
+def _grant(kubectl: Kubectl, namespace: str, user: str, rules: list[dict[str, Any]]) -> None:
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": user, "namespace": namespace}, "rules": rules}  # fmt: skip
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": user, "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}  # fmt: skip
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
+
+
+APPSCHEDULES = {"apiGroups": ["appschedule.dev"], "resources": ["appschedules"],
+                "verbs": ["get", "list", "create", "update", "patch"]}  # fmt: skip
+JOBS = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}
+
+
+def test_an_author_who_may_not_create_jobs_is_refused(
+    validating: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    _grant(kubectl, namespace, "alice", [APPSCHEDULES])
+    _grant(kubectl, namespace, "bob", [APPSCHEDULES, JOBS])
+    wait_for(lambda: kubectl("auth", "can-i", "create", "jobs", "-n", namespace, "--as=bob", check=False)
+             .stdout.strip() == "yes", timeout=30, what="bob's Role in effect")  # fmt: skip
+
+    refused = kubectl("create", "--as=alice", "-f", "-", input=_schedule(namespace), check=False)
+    assert refused.returncode != 0
+    assert f"alice may not create Jobs in namespace {namespace}" in refused.stderr, refused.stderr
+
+    kubectl("create", "--as=bob", "-f", "-", input=_schedule(namespace))
+    # alice may not change what runs either, but may label it (no spec change, no review)
+    change = '[{"op": "replace", "path": "/spec/tasks/0/command/1", "value": "steal.js"}]'
+    patched = kubectl("patch", "appschedule", "shop", "-n", namespace, "--as=alice", "--type=json", "-p", change,
+                      check=False)  # fmt: skip
+    assert patched.returncode != 0 and "alice may not create Jobs" in patched.stderr, patched.stderr
+    kubectl("label", "appschedule", "shop", "-n", namespace, "--as=alice", "team=shop")
+    kubectl("patch", "appschedule", "shop", "-n", namespace, "--as=bob", "--type=json", "-p", change)
+    assert "Traceback" not in "\n".join(validating.lines())
+
+
+def test_an_appschedule_never_reaches_another_namespace(
+    operator: OperatorProcess, api: client.ApiClient, kubectl: Kubectl, namespace: str
+) -> None:
+    other = f"{namespace}-other"
+    kubectl("create", "namespace", other)
+    try:
+        World(api, other).deployment("elsewhere")
+        kubectl("create", "-f", "-", input=_schedule(namespace, deployment="elsewhere"))
+
+        def ready() -> dict[str, Any] | None:
+            status = json.loads(kubectl("get", "appschedule", "shop", "-n", namespace, "-o", "json").stdout).get(
+                "status"
+            )
+            return next((c for c in (status or {}).get("conditions", []) if c["type"] == "Ready"), None)
+
+        condition = wait_for(ready, timeout=30, what="the Ready condition")
+        assert condition["status"] == "False" and condition["reason"] == "DeploymentNotFound", condition
+        assert kubectl("get", "cronjobs", "-n", namespace, "-o", "name").stdout.strip() == ""
+        assert kubectl("get", "cronjobs", "-n", other, "-o", "name").stdout.strip() == ""
+    finally:
+        kubectl("delete", "namespace", other, "--wait=false", check=False)
