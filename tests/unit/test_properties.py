@@ -1,0 +1,128 @@
+"""Property tests (hypothesis): rendering and validation take any input without raising, and the ledger
+keeps its invariants on random Job histories (every settled time is a run or a miss, never both, nothing
+counted twice, restarts and repeated steps change nothing)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from appschedule import render, webhooks
+from appschedule.models import TaskStatus
+
+from .test_ledger import CRONJOB, T0, config, job, start, step
+
+VALID_TASK: dict[str, Any] = {"name": "report", "schedule": "*/5 * * * *", "command": ["node", "report.js"]}
+DEPLOYMENT = {"metadata": {"name": "web", "namespace": "shop"},
+              "spec": {"selector": {"matchLabels": {"app": "web"}},
+                       "template": {"metadata": {"labels": {"app": "web"}},
+                                    "spec": {"containers": [{"name": "app", "image": "web:1"}]}}}}  # fmt: skip
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=12,
+)
+FIELDS = [
+    "name",
+    "schedule",
+    "command",
+    "args",
+    "timeZone",
+    "suspend",
+    "concurrencyPolicy",
+    "env",
+    "resources",
+    "podLabels",
+    "podAnnotations",
+    "startingDeadlineSeconds",
+    "activeDeadlineSeconds",
+    "backoffLimit",
+]
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> Any:
+    """Anything at all, or a valid spec with random values put at known and unknown places."""
+    if draw(st.booleans()):
+        return draw(json_values)
+    tasks = [dict(VALID_TASK, name=f"t{i}") for i in range(draw(st.integers(0, 3)))]
+    for task in tasks:
+        for key in draw(st.lists(st.sampled_from(FIELDS) | st.text(max_size=8), max_size=3)):
+            task[key] = draw(json_values)
+    reference: dict[str, Any] = draw(st.sampled_from([{"name": "web"}, {"name": "web", "container": "x"}]))
+    if draw(st.booleans()):
+        reference = {**reference, "extra": draw(json_values)}
+    spec: dict[str, Any] = {"deploymentRef": reference, "tasks": tasks}
+    for key in draw(st.lists(st.sampled_from(["timeZone", "suspend", "defaults", "tasks"]), max_size=2)):
+        spec[key] = draw(json_values)
+    return spec
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs())
+def test_render_and_validation_take_any_input(spec: Any) -> None:
+    appschedule = {"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
+                   "metadata": {"name": "shop", "namespace": "shop", "uid": "u"}, "spec": spec}  # fmt: skip
+    result = render.render(appschedule, DEPLOYMENT)
+    message = webhooks.check_appschedule(appschedule)
+    if message:  # what the spec alone decides is refused is also an error of rendering it
+        assert result.errors
+    for error in result.errors:
+        assert error.field.startswith("spec"), error
+    for name, cronjob in result.cronjobs.items():
+        assert cronjob["metadata"]["namespace"] == "shop" and len(name) <= 52
+        json.dumps(cronjob)  # a manifest the API accepts as JSON
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[int, list[tuple[int, int, int, str | None]]]:
+    """Minutes of ``* * * * *`` from T0; per fire, 0 to 2 Jobs (delay in seconds before the next fire, outcome)."""
+    minutes = draw(st.integers(1, 20))
+    jobs = []
+    for minute in range(minutes):
+        for copy in range(draw(st.sampled_from([0, 1, 1, 1, 2]))):
+            outcome = draw(st.sampled_from([None, "Complete", "Complete", "Failed"]))
+            jobs.append((minute, copy, draw(st.integers(0, 40)), outcome))
+    return minutes, jobs
+
+
+@settings(max_examples=150, deadline=None)
+@given(history=histories(), steps=st.lists(st.integers(0, 25 * 60), max_size=12))
+def test_the_ledger_counts_every_settled_time_once(
+    history: tuple[int, list[tuple[int, int, int, str | None]]], steps: list[int]
+) -> None:
+    minutes, planned = history
+    cfg = config(concurrency="Allow", starting_deadline=None)
+    views = [job(T0 + timedelta(minutes=m), created=T0 + timedelta(minutes=m, seconds=delay),
+                 name=f"{CRONJOB}-{m}-{copy}", outcome=outcome) for m, copy, delay, outcome in planned]  # fmt: skip
+    status = start(cfg)
+    previous: dict[str, int] = {}
+    final = T0 + timedelta(minutes=minutes + 3)
+    for now in [*sorted(T0 + timedelta(seconds=s) for s in steps if s < (minutes + 3) * 60), final]:
+        visible = [v for v, p in zip(views, planned, strict=True)
+                   if T0 + timedelta(minutes=p[0], seconds=p[2]) <= now]  # fmt: skip
+        status = TaskStatus.model_validate(json.loads(json.dumps(status.model_dump(by_alias=True))))  # a restart
+        status, _ = step(status, cfg, visible, now)
+        assert status.counts is not None
+        current = status.counts.model_dump()
+        assert all(current[k] >= v for k, v in previous.items()), (previous, current)  # never taken back
+        previous = current
+    again, _ = step(status, cfg, views, final)
+    assert again.counts == status.counts  # the same world twice changes nothing
+
+    assert status.counts is not None and status.checked_until is not None
+    settled = [m for m in range(minutes + 3) if (T0 + timedelta(minutes=m)).strftime("%Y-%m-%dT%H:%M:%SZ")
+               <= status.checked_until]  # fmt: skip
+    with_job = {m for m, *_ in planned}
+    copies = {m: sum(1 for p in planned if p[0] == m) for m in with_job}
+    assert status.counts.runs == sum(1 for m in settled if m in with_job)
+    assert status.counts.missed == sum(1 for m in settled if m not in with_job)
+    assert status.counts.duplicates == sum(copies[m] - 1 for m in settled if m in with_job)
+    missed = set(status.missed_times or [])
+    ran = {r.scheduled_time for r in status.recent or [] if r.state != "Missed"}
+    assert not missed & ran
