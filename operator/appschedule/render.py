@@ -100,7 +100,7 @@ def parse_spec(raw: Mapping[str, Any]) -> ParsedSpec:
             task = task or f"#{loc[1]}"
         else:
             spec_level = True
-        message = failure["msg"]
+        message = failure["msg"].removeprefix("Value error, ")  # our own checks (models.py) say what is wrong
         if failure["type"] == "extra_forbidden":
             message = "unknown field"
         errors.append(SpecError(_location(loc), message, task))

@@ -1,8 +1,8 @@
 """The Helm chart against the real API server: lint, server-side dry-runs, least privilege, Pod Security,
 install/upgrade/uninstall, and the operator running as the chart's ServiceAccount (tests/chartkit.py).
 
-This file runs before the session operator of the other files starts (it sorts first, and the tests
-here never request it): two operators reconciling the same AppSchedules would blur what is proven.
+The session operator of the other files is stopped while these run: two operators reconciling the same
+AppSchedules would blur what is proven.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
@@ -47,10 +48,17 @@ def helm(cluster: ClusterUnderTest) -> Helm:
     return Helm(cluster.kubeconfig)
 
 
-@pytest.fixture(autouse=True)
-def no_session_operator() -> None:
-    running = conftest._operator is not None and conftest._operator.process is not None
-    assert not (running and conftest._operator.process.poll() is None), "the session operator is running"  # type: ignore[union-attr]
+@pytest.fixture(scope="module", autouse=True)
+def no_session_operator() -> Iterator[None]:
+    """The chart's operator must be the only one reconciling: the session's is stopped for this module
+    (when an earlier test started it) and started again after it."""
+    session = conftest._operator
+    running = session is not None and session.process is not None and session.process.poll() is None
+    if running and session:
+        session.kill(signal.SIGTERM)
+    yield
+    if running and session:
+        session.start()
 
 
 def new_namespace(kubectl: Kubectl, *, restricted: bool = False) -> str:
