@@ -31,6 +31,7 @@ from .events import Event
 
 FIELD_MANAGER = "appschedule-operator"
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for a response
+REVIEW_TIMEOUT = (2.0, 4.0)  # a SubjectAccessReview asked inside an admission request
 
 Failure = Literal["refused", "ours", "conflict", "transient"]
 
@@ -220,10 +221,11 @@ class Cluster:
             )  # fmt: skip
 
     def review_access(self, review: Mapping[str, Any]) -> dict[str, Any]:
-        """Create a SubjectAccessReview; its status (allowed, denied, reason)."""
+        """Create a SubjectAccessReview; its status (allowed, denied, reason). Bounded well under the
+        webhook's timeoutSeconds (8 at least): past it the API server would fail open and admit unchecked."""
         with self._call(""):
             created = self._json(client.AuthorizationV1Api(self.api).create_subject_access_review(
-                review, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+                review, _preload_content=False, _request_timeout=REVIEW_TIMEOUT))  # fmt: skip
         status: dict[str, Any] = created.get("status") or {}
         return status
 

@@ -255,6 +255,7 @@ class Controller:
             outcome.deleted += 1
             self._record(key, self.state.drop_cronjob(cronjob.namespace, name))
         appschedule = world.appschedule.as_object()
+        metrics.track(key[0], key[1], view.status)
         if decided.status_changed:
             body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
             self.state.stored_status(key, body.get("status") or {}, str(body["metadata"]["resourceVersion"]))

@@ -48,8 +48,20 @@ def _tasks(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(t.get("name")): t for t in status.get("tasks") or [] if isinstance(t, Mapping)}
 
 
+def track(namespace: str, appschedule: str, status: Mapping[str, Any]) -> None:
+    """Export every counter of the status' tasks, at 0 until something happens: Prometheus' increase()
+    needs a sample before the first run, miss or duplicate, or the alert on it never fires."""
+    for task in _tasks(status):
+        labels = (namespace, appschedule, task)
+        for result in _RESULTS.values():
+            RUNS.labels(*labels, result)
+        MISSED.labels(*labels)
+        DUPLICATES.labels(*labels)
+
+
 def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """A status write went through: count what it added, and set the gauges."""
+    track(namespace, appschedule, new)
     before = _tasks(old)
     for task, entry in _tasks(new).items():
         labels = (namespace, appschedule, task)

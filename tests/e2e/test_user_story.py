@@ -40,7 +40,7 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
     kubectl("label", "namespace", ops, "pod-security.kubernetes.io/enforce=restricted")
     operator: HostedOperator | None = None
     try:
-        values: dict[str, Any] = {"webhook": {"timeoutSeconds": 5}}
+        values: dict[str, Any] = {"webhook": {"timeoutSeconds": 8}}
         if target.image:
             repository, _, tag = target.image.rpartition(":")
             values["image"] = {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}

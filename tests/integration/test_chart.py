@@ -203,6 +203,21 @@ def test_operator_pod_is_restricted_and_single(helm: Helm) -> None:
     assert not re.search(r":latest$", container["image"])
 
 
+def test_hook_and_test_pods_are_never_behind_the_operators_services(helm: Helm) -> None:
+    objects = helm.template({}, release="a-release-name-long-enough-to-need-truncation")
+    selector = of_kind(objects, "Service")[0]["spec"]["selector"]
+    (hook,) = of_kind(objects, "Job")
+    assert len(hook["metadata"]["name"]) <= 63
+    test_pod = next(p for p in of_kind(objects, "Pod") if "helm.sh/hook" in p["metadata"]["annotations"])
+    for labels in (hook["spec"]["template"]["metadata"]["labels"], test_pod["metadata"]["labels"]):
+        assert not selector.items() <= labels.items(), labels
+    (deployment,) = of_kind(objects, "Deployment")
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    (secret,) = of_kind(objects, "Secret")
+    (webhook,) = of_kind(objects, "MutatingWebhookConfiguration")
+    assert webhook["webhooks"][0]["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+
+
 def test_the_chart_crd_is_the_generated_one(helm: Helm) -> None:
     (crd,) = of_kind(helm.template({}), "CustomResourceDefinition")
     generated = yaml.safe_load((chartkit.REPO / "crds" / "appschedule.dev_appschedules.yaml").read_text())
@@ -214,6 +229,8 @@ def test_alerts_and_dashboard_query_metrics_the_operator_exports(helm: Helm) -> 
     exported = {m.name for m in metrics.REGISTRY.collect()}
     exported |= {f"{name}_total" for name in exported} | {f"{name}_bucket" for name in exported} | {"up"}
     objects = helm.template(ALL_ON)
+    (monitor,) = of_kind(objects, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True  # the AppSchedule's namespace label survives
     (rule,) = of_kind(objects, "PrometheusRule")
     alerts = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
     assert set(alerts) == {
@@ -276,7 +293,7 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
         yaml.safe_dump(
             {
                 **NO_NODE,
-                "webhook": {"port": 36301, "timeoutSeconds": 5},
+                "webhook": {"port": 36301, "timeoutSeconds": 8},
                 "metrics": {"port": 36302},
                 "liveness": {"port": 36303},
             }
@@ -349,6 +366,7 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
 
         # helm upgrade keeps every AppSchedule and its status
         before = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout)
+        tls_before = _webhook_tls(kubectl, ops, fullname)
         helm(
             "upgrade",
             release,
@@ -361,6 +379,8 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
             "logFormat=plain",
         )
         after = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout)
+        # the certificate, the caBundle and so the Deployment's checksum are kept (the operator keeps serving)
+        assert _webhook_tls(kubectl, ops, fullname) == tls_before
         assert after["metadata"]["uid"] == before["metadata"]["uid"]
         for old, new in zip(before["status"]["tasks"], after["status"]["tasks"], strict=True):
             assert new["trackingSince"] == old["trackingSince"]
@@ -408,7 +428,7 @@ def test_watch_namespaces_confines_the_operator(
         **NO_NODE,
         "crds": {"enabled": False},
         "watchNamespaces": [watched],
-        "webhook": {"port": 36311, "timeoutSeconds": 5},
+        "webhook": {"port": 36311, "timeoutSeconds": 8},
         "metrics": {"port": 36312},
         "liveness": {"port": 36313},
     }
@@ -452,6 +472,14 @@ def test_watch_namespaces_confines_the_operator(
 
 
 # -- helpers
+
+
+def _webhook_tls(kubectl: Kubectl, namespace: str, fullname: str) -> tuple[str, str, str]:
+    secret = json.loads(kubectl("get", "secret", f"{fullname}-webhook-tls", "-n", namespace, "-o", "json").stdout)
+    config = json.loads(kubectl("get", "mutatingwebhookconfiguration", fullname, "-o", "json").stdout)
+    deployment = json.loads(kubectl("get", "deployment", fullname, "-n", namespace, "-o", "json").stdout)
+    checksum = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/webhook-tls"]
+    return secret["data"]["tls.crt"], config["webhooks"][0]["clientConfig"]["caBundle"], checksum
 
 
 def _uninstall(helm: Helm, kubectl: Kubectl, operator: HostedOperator) -> str:

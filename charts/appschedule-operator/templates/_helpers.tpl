@@ -17,13 +17,21 @@
 {{- end }}
 {{- end }}
 
-{{/* The recommended labels, on every object. */}}
-{{- define "appschedule.labels" -}}
+{{/* The recommended labels, on every object, but for the component. */}}
+{{- define "appschedule.commonLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "appschedule.selectorLabels" . }}
+app.kubernetes.io/name: {{ include "appschedule.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: appschedule-operator
+{{- end }}
+
+{{/* The recommended labels of the operator's objects. The hook and test pods use commonLabels with a
+component of their own, so the Services never select them. */}}
+{{- define "appschedule.labels" -}}
+{{ include "appschedule.commonLabels" . }}
+app.kubernetes.io/component: operator
 {{- end }}
 
 {{/* The labels that select the operator's pod. */}}
@@ -37,7 +45,8 @@ app.kubernetes.io/component: operator
 {{- if .Values.serviceAccount.create }}
 {{- default (include "appschedule.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- /* never the namespace's default ServiceAccount: every pod there would get the operator's rights */}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
@@ -83,7 +92,7 @@ namespaceSelector:
   verbs: [get, list, watch]
 - apiGroups: [appschedule.dev]
   resources: [appschedules/status]
-  verbs: [get, update, patch]
+  verbs: [update]
 # the pod templates AppSchedules name
 - apiGroups: [apps]
   resources: [deployments]
@@ -91,15 +100,15 @@ namespaceSelector:
 # one CronJob per task, server-side applied
 - apiGroups: [batch]
   resources: [cronjobs]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 # the run ledger reads Jobs and removes its finalizer once a run is recorded
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 # Events on AppSchedules (MissedRun, DuplicateRun, ...)
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- end }}
 
 {{/* Cluster-scoped by nature: the validating webhook asks whether an AppSchedule's author may create Jobs. */}}
@@ -107,4 +116,26 @@ namespaceSelector:
 - apiGroups: [authorization.k8s.io]
   resources: [subjectaccessreviews]
   verbs: [create]
+{{- end }}
+
+{{/* The webhook's serving certificate made by Helm (without cert-manager), as JSON: the existing Secret's
+(kept across upgrades), else a new CA and certificate. Made once per render and cached in .Values, so
+the Secret, the caBundle and the Deployment's checksum all see the same one. */}}
+{{- define "appschedule.webhookTLS" -}}
+{{- if not (hasKey .Values "__webhookTLS") }}
+{{- $fullname := include "appschedule.fullname" . }}
+{{- $service := include "appschedule.webhookService" . }}
+{{- $hosts := list (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "appschedule.webhookSecret" .) }}
+{{- $tls := dict }}
+{{- if and $existing (hasKey ($existing.data | default dict) "ca.crt") }}
+{{- $tls = $existing.data }}
+{{- else }}
+{{- $ca := genCA (printf "%s-webhook-ca" $fullname) (int .Values.webhook.certificateDays) }}
+{{- $cert := genSignedCert (first $hosts) nil $hosts (int .Values.webhook.certificateDays) $ca }}
+{{- $tls = dict "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc) "ca.crt" ($ca.Cert | b64enc) }}
+{{- end }}
+{{- $_ := set .Values "__webhookTLS" $tls }}
+{{- end }}
+{{- toJson (index .Values "__webhookTLS") }}
 {{- end }}
