@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,21 +14,11 @@ import yaml
 
 from tests import chartkit
 from tests.chartkit import Helm, HostedOperator, Kubectl
+from tests.integration.kube import wait_for
 
 from .conftest import Target
 
 RELEASE = "appschedule"
-
-
-def wait_for(check: Any, *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
 
 
 def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, helm: Helm, tmp_path: Path) -> None:
