@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/cluster/localcluster.py
 
 .PHONY: run bench bench-cluster venv crd lock tools cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+	soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
 $(VENV)/.installed: pyproject.toml
@@ -53,7 +54,17 @@ e2e: venv tools  ## the user's scenario (tests/e2e) against KUBECONFIG, else the
 e2e-local: venv tools  ## tests/e2e on the local cluster, whatever KUBECONFIG says
 	env -u KUBECONFIG -u APPSCHEDULE_E2E_IMAGE $(BIN)/pytest tests/e2e
 
-test: lint typecheck unit integration e2e-local  ## what CI runs
+test: lint typecheck unit integration e2e-local soak-ci  ## what CI runs
+
+# The chaos soak (tests/soak/soak.py, RELIABILITY.md) on a cluster of its own: it stops the API server and the
+# controller manager, so it never shares the test cluster.
+SOAK_MINUTES ?= 10
+SOAK_SEED ?= 1
+soak: venv tools  ## the chaos soak: SOAK_MINUTES (default 10) of chaos, seeded by SOAK_SEED; the ledger against the audit log
+	$(BIN)/python -m tests.soak.soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED)
+
+soak-ci: venv tools  ## the short soak CI runs: 3 minutes, a seed whose plan has every kind of chaos
+	$(BIN)/python -m tests.soak.soak --minutes 3 --seed 5
 
 bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the same run
 	$(BIN)/python bench/bench_core.py

@@ -297,8 +297,43 @@ def _prepare(state: Path) -> None:
         f"clientConnection: {{kubeconfig: {state / 'kube-scheduler.kubeconfig'}}}\n"
         "leaderElection: {leaderElect: false}\n"
     )
+    (state / "audit-policy.yaml").write_text(AUDIT_POLICY)
     (state / "logs").mkdir()
     (state / "pids").mkdir()
+
+
+# The API server's audit log (logs/audit.log, JSON lines): the ground truth of the soak (tests/soak), which
+# rebuilds every task's runs from it without asking the operator. Only what that needs is written: Job
+# creations and Job status writes (with the object as stored), CronJob writes (suspension, duplicates).
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: RequestResponse
+  verbs: [create]
+  resources: [{group: batch, resources: [jobs]}]
+- level: RequestResponse
+  verbs: [update, patch]
+  resources: [{group: batch, resources: [jobs/status]}]
+- level: RequestResponse
+  verbs: [create, update, patch, delete]
+  resources: [{group: batch, resources: [cronjobs]}]
+- level: None
+"""
+
+
+def _audit_flags(state: Path) -> list[str]:
+    policy = state / "audit-policy.yaml"
+    if not policy.exists():  # a cluster prepared before the audit log existed
+        return []
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={state / 'logs' / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=0",  # never rotated: the soak reads it whole
+        "--audit-log-mode=blocking",  # written before the response: nothing answered is missing from it
+    ]
 
 
 def _command(component: str, state: Path) -> list[str]:
@@ -346,6 +381,7 @@ def _command(component: str, state: Path) -> list[str]:
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             "--profiling=false",
             "--v=1",
+            *_audit_flags(state),
         ]
     if component == "kube-controller-manager":
         kubeconfig = state / "kube-controller-manager.kubeconfig"
@@ -362,6 +398,10 @@ def _command(component: str, state: Path) -> list[str]:
             f"--cluster-signing-key-file={pki / 'ca.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--leader-elect=false",
+            # every CronJob of the soak fires on the same second: at the default 20 requests a second the
+            # controllers would take 40 s to start 200 runs (a busy real cluster raises this too)
+            "--kube-api-qps=100",
+            "--kube-api-burst=200",
             f"--bind-address={HOST}",
             f"--secure-port={PORTS['kube-controller-manager']}",
             "--profiling=false",

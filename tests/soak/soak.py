@@ -1,0 +1,688 @@
+"""The chaos soak (issue 10): the operator's ledger against ground truth while things break.
+
+On a local cluster of its own (``$APPSCHEDULE_CLUSTER_DIR``, default ~/.cache/appschedule-operator/
+soak-cluster, ports shifted by ``$APPSCHEDULE_PORT_OFFSET``, default 2000: it stops the API server and the
+controller manager, so it never shares the test cluster), the operator runs for real with its webhooks.
+It reconciles AppSchedules (50 with 4 tasks each by default: most ``* * * * *``, some ``*/2``; some pods
+fail and some hang until activeDeadlineSeconds, steered through kwok; Forbid and Allow mixed) while a
+seeded plan of chaos runs:
+
+* the operator is killed (SIGKILL) every 30 to 120 s and started again;
+* kube-controller-manager is stopped once (3 minutes), kube-apiserver once (2 minutes); a soak shorter
+  than 10 minutes shortens them to 90 s (over two minute boundaries, so some fires are really missed) and
+  30 s;
+* Deployment rollouts, task edits, suspensions (from :30 to :30 of a later minute), Jobs created by hand
+  for a time that already ran (duplicates), AppSchedules deleted and created again under a new name.
+
+After each outage the operator must be caught up within 30 s: every Job created since the outage began
+recorded in its task's status and every fire due before the outage ended settled. At the end every
+AppSchedule is suspended, the soak waits for the last runs to end and the ledger to settle, and then
+compares, per task, runs, duplicates, failed and missed runs with ground truth rebuilt from the API
+server's audit log (tests/soak/groundtruth.py). It also checks that no task ever had two CronJobs and no
+Job is left behind the ledger's finalizer. Exit status 0 only when everything holds; a report (JSON, the operator's
+log, the audit log) is left in ``--out``.
+
+Usage: python -m tests.soak.soak --minutes 10 --seed 1 [--appschedules 50] [--out DIR] [--keep-cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from croniter import croniter
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from . import groundtruth as gt
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("APPSCHEDULE_CACHE", Path.home() / ".cache" / "appschedule-operator"))
+os.environ.setdefault("APPSCHEDULE_CLUSTER_DIR", str(CACHE / "soak-cluster"))
+os.environ.setdefault("APPSCHEDULE_PORT_OFFSET", "2000")
+sys.path.insert(0, str(REPO / "hack" / "cluster"))
+import localcluster  # noqa: E402
+
+GROUP, VERSION, PLURAL = "appschedule.dev", "v1alpha1", "appschedules"
+FINALIZER = "appschedule.dev/ledger"
+OUTCOME = "test.appschedule.dev/outcome"
+PORTS = {"webhook": 36501, "metrics": 36502, "liveness": 36503}
+CATCH_UP_LIMIT = 30.0
+TIMEOUT = 10  # seconds for one API call: an outage must not hang the driver
+API_ERRORS = (ApiException, HTTPError, OSError)  # what a call may raise while the API server is away
+
+
+def log(text: str) -> None:
+    print(f"{datetime.now(UTC):%H:%M:%S} {text}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The workload
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    schedule: str
+    outcome: str | None  # None (succeeds), "fail" or "hang"
+    policy: str  # Forbid | Allow
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": self.name, "schedule": self.schedule, "command": ["/app/task", self.name],
+            "concurrencyPolicy": self.policy,
+        }  # fmt: skip
+        if self.outcome:
+            body["podAnnotations"] = {OUTCOME: self.outcome}
+        if self.outcome == "hang":
+            body["activeDeadlineSeconds"] = 90
+        return body
+
+
+def workload(rng: random.Random, count: int, tasks_each: int) -> dict[str, list[TaskSpec]]:
+    """AppSchedule name -> its tasks, chosen by the seed."""
+    plan = {}
+    for i in range(count):
+        tasks = []
+        for j in range(tasks_each):
+            roll = rng.random()
+            outcome = "fail" if roll < 0.10 else "hang" if roll < 0.16 else None
+            schedule = "*/2 * * * *" if rng.random() < 0.15 else "* * * * *"
+            policy = "Allow" if rng.random() < 0.3 else "Forbid"
+            tasks.append(TaskSpec(f"task-{j}", schedule, outcome, policy))
+        plan[f"app-{i:02d}"] = tasks
+    return plan
+
+
+def namespace_of(appschedule: str, namespaces: int) -> str:
+    return f"soak-{int(appschedule.split('-')[1]) % namespaces}"
+
+
+def deployment_of(appschedule: str) -> str:
+    return f"web-{int(appschedule.split('-')[1]) % 2}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The plan of chaos: (seconds after the start, action, argument), fixed by the seed
+
+
+@dataclass(order=True)
+class Step:
+    at: float
+    action: str = field(compare=False)
+    arg: str = field(default="", compare=False)
+
+
+def chaos_plan(rng: random.Random, seconds: float, names: list[str]) -> list[Step]:
+    long = seconds >= 600
+    # the controller manager is away over two minute boundaries at least, so some fires are really missed
+    kcm = 180.0 if long else 90.0
+    apiserver = 120.0 if long else 30.0
+    kcm_at = _at_second(rng.uniform(0.12, 0.3) * seconds, 40)  # away over two boundaries at least
+    api_at = max(kcm_at + kcm + CATCH_UP_LIMIT * 2 + 15, rng.uniform(0.5, 0.65) * seconds)
+    steps = [
+        Step(kcm_at, "stop", "kube-controller-manager"), Step(kcm_at + kcm, "start", "kube-controller-manager"),
+        Step(api_at, "stop", "kube-apiserver"), Step(api_at + apiserver, "start", "kube-apiserver"),
+    ]  # fmt: skip
+    outages = [(kcm_at, kcm_at + kcm), (api_at, api_at + apiserver)]
+    # no kill while the API server is away (the operator could not start) or while catch-up is measured
+    settle = CATCH_UP_LIMIT + 10
+    quiet = [(kcm_at + kcm - 5, kcm_at + kcm + settle), (api_at - 5, api_at + apiserver + settle)]
+
+    def free(at: float, windows: list[tuple[float, float]]) -> bool:
+        return not any(start <= at <= end for start, end in windows)
+
+    def every(low: float, high: float, action: str, arg: Callable[[], str] = lambda: "") -> None:
+        at = rng.uniform(low, high) / 2
+        while at < seconds:
+            steps.append(Step(at, action, arg()))
+            at += rng.uniform(low, high)
+
+    low, high = (30.0, 120.0) if long else (20.0, 45.0)  # a short soak still kills it a few times
+    every(low, high, "kill")
+    steps[:] = [s for s in steps if s.action != "kill" or free(s.at, quiet)]
+    every(120, 240, "rollout", lambda: rng.choice(["web-0", "web-1"]) + f"@{rng.randrange(5)}")
+    every(45, 90, "edit", lambda: f"{rng.choice(names)}/task-{rng.randrange(2)}")
+    every(40, 80, "duplicate", lambda: rng.choice(names))
+    # suspensions: from :30 to :30 one to three minutes later; neither end near the API server's outage (the
+    # ledger settles a suspended time while the CronJob is suspended and it can see so; DESIGN "The ledger")
+    api_window = (api_at - 30, api_at + apiserver + 45)
+    at = rng.uniform(0, 60)
+    while at + 90 < seconds:
+        start = _half_past(at)
+        end = _half_past(start + rng.uniform(40, 170) if long else start + 40)
+        if end < seconds and free(start, [api_window]) and free(end, [api_window]):
+            name = rng.choice(names)
+            steps += [Step(start, "suspend", name), Step(end, "resume", name)]
+        at = end + rng.uniform(30, 120)
+    for _ in range(2 if long else 1):
+        steps.append(Step(rng.uniform(0.3, 0.9) * seconds, "replace", rng.choice(names)))
+    # nothing is written while the API server is away (the controller manager's outage leaves it up)
+    return sorted(s for s in steps if free(s.at, [outages[1]]) or s.action in ("stop", "start"))
+
+
+def _at_second(at: float, second: float) -> float:
+    """``at`` moved to the next ``second`` of a wall-clock minute (the plan starts at :00)."""
+    return at - at % 60 + second + (60 if at % 60 > second else 0)
+
+
+def _half_past(at: float) -> float:
+    """``at`` moved to the next :30 of a wall-clock minute (the plan is relative; the soak starts at :00)."""
+    return at - at % 60 + 30 + (60 if at % 60 > 30 else 0)
+
+
+@dataclass
+class CatchUp:
+    component: str
+    began: float  # when the outage began
+    ended: float  # when the component was back
+    last_poll: float = 0.0
+    lagging: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Processes
+
+
+class Operator:
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.unexpected_exits = 0
+        self.kills = 0
+
+    def start(self, timeout: float = 90) -> None:
+        mark = self._size()
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "appschedule", "run", "--log-format", "json",
+                    "--liveness", f"http://127.0.0.1:{PORTS['liveness']}/healthz",
+                    "--webhook-port", str(PORTS["webhook"]), "--webhooks", "keys,validation",
+                    "--webhook-config-name", "soak.appschedule.dev", "--metrics-port", str(PORTS["metrics"]),
+                ],
+                stdout=out, stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while "Activity 'startup' succeeded" not in self._since(mark):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the operator exited with {self.process.returncode} while starting")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the operator did not start within {timeout}s")
+            time.sleep(0.2)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=60)
+
+    def check(self) -> None:
+        """Start it again if it exited on its own (counted: it must not happen)."""
+        if self.process is not None and self.process.poll() is not None:
+            self.unexpected_exits += 1
+            log(f"the operator exited on its own with {self.process.returncode}; starting it again")
+            self.start()
+
+    def _size(self) -> int:
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def _since(self, offset: int) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The soak
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.cluster = localcluster.Cluster()
+        self.out = Path(args.out)
+        self.plan = workload(self.rng, args.appschedules, args.tasks)
+        self.live: dict[str, list[TaskSpec]] = {}  # AppSchedules that exist now
+        self.replaced = 0
+        self.done: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.catch_up: list[dict[str, Any]] = []
+        self.failures: list[str] = []
+        self.api_down = False
+        self.sources: dict[str, str] = {}  # live AppSchedule -> the plan's name it stands for
+
+    # -- API access (every call bounded: the API server goes away on purpose)
+
+    def connect(self) -> None:
+        self.api = config.new_client_from_config(config_file=str(self.cluster.kubeconfig))
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def appschedules(self) -> list[dict[str, Any]]:
+        result = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _request_timeout=TIMEOUT)
+        return list(result["items"])
+
+    def jobs(self) -> list[dict[str, Any]]:
+        raw = self.batch.list_job_for_all_namespaces(
+            label_selector=f"{GROUP}/task", _preload_content=False, _request_timeout=TIMEOUT
+        )
+        return list(json.loads(raw.data)["items"])
+
+    def create_appschedule(self, name: str, plan: list[TaskSpec], source: str) -> None:
+        namespace = namespace_of(source, self.args.namespaces)
+        # a task name is unique beside its Deployment (DESIGN "Task ownership")
+        tasks = [TaskSpec(f"{name}-{t.name}", t.schedule, t.outcome, t.policy) for t in plan]
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "AppSchedule",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"deploymentRef": {"name": deployment_of(source)}, "tasks": [t.body() for t in tasks]},
+        }  # fmt: skip
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body, _request_timeout=TIMEOUT)
+        self.live[name] = tasks
+        self.sources[name] = source
+
+    # -- set-up
+
+    def setup(self) -> None:
+        if self.cluster.running():
+            log("a soak cluster from an earlier run is up: stopping it for a fresh audit log")
+            self.cluster.down()
+        self.cluster.up()
+        self.connect()
+        kubectl = localcluster.binary("kubectl")
+        crd = REPO / "crds" / "appschedule.dev_appschedules.yaml"
+        env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
+        subprocess.run([kubectl, "apply", "--server-side", "-f", str(crd)], env=env, check=True, capture_output=True)
+        subprocess.run([kubectl, "wait", "--for=condition=Established", "--timeout=60s",
+                        "crd/appschedules.appschedule.dev"], env=env, check=True, capture_output=True)  # fmt: skip
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.operator = Operator(self.cluster.kubeconfig, self.out / "operator.log")
+        self.operator.start()
+        for n in range(self.args.namespaces):
+            namespace = f"soak-{n}"
+            self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+            _wait(lambda ns=namespace: any(  # type: ignore[misc]
+                sa.metadata.name == "default" for sa in self.core.list_namespaced_service_account(ns).items
+            ), 60, f"the default ServiceAccount in {namespace}")  # fmt: skip
+            for d in range(2):
+                self.apps.create_namespaced_deployment(namespace, _deployment(f"web-{d}", "1.0"))
+        for name, tasks in self.plan.items():
+            self.create_appschedule(name, tasks, name)
+        total = sum(len(t) for t in self.live.values())
+        _wait(lambda: len(self.batch.list_cron_job_for_all_namespaces(label_selector=f"{GROUP}/task").items) == total,
+              180, f"{total} CronJobs")  # fmt: skip
+        _wait(self._all_tracked, 180, "every task tracked by the ledger")
+        log(f"{len(self.live)} AppSchedules with {total} tasks in {self.args.namespaces} namespaces are running")
+
+    def _all_tracked(self) -> bool:
+        statuses = self.statuses()
+        return all((ns, name, t.name) in statuses for name, tasks in self.live.items()
+                   for ns in [namespace_of(self.sources[name], self.args.namespaces)] for t in tasks)  # fmt: skip
+
+    def statuses(self) -> dict[gt.TaskKey, dict[str, Any]]:
+        found = {}
+        for obj in self.appschedules():
+            meta = obj["metadata"]
+            for task in (obj.get("status") or {}).get("tasks") or []:
+                if task.get("trackingSince"):
+                    found[meta["namespace"], meta["name"], task["name"]] = task
+        return found
+
+    # -- the chaos phase
+
+    def run(self) -> None:
+        seconds = self.args.minutes * 60
+        plan = chaos_plan(self.rng, seconds, sorted(self.plan))
+        (self.out / "plan.json").write_text(json.dumps([s.__dict__ for s in plan], indent=1))
+        # the plan is relative to a minute boundary, so its :30 suspensions fall at :30
+        time.sleep(60 - time.time() % 60)
+        start = time.time()
+        log(f"chaos for {self.args.minutes} min: {len(plan)} steps, seed {self.args.seed}")
+        pending: CatchUp | None = None
+        began = time.time()
+        for step in plan:
+            while time.time() < start + step.at:
+                if pending is not None:
+                    pending = self.poll_catch_up(pending)
+                elif not self.api_down:
+                    self.operator.check()
+                time.sleep(min(1.0, max(0.0, start + step.at - time.time())))
+            if step.action == "stop":
+                began = time.time()
+            try:
+                self.execute(step)
+            except (*API_ERRORS, ValueError, LookupError) as error:
+                self.skipped[step.action] += 1
+                reason = " ".join(str(error).split())[:160]
+                log(f"{step.action} {step.arg}: not done ({type(error).__name__}: {reason})")
+            if step.action == "start":
+                pending = CatchUp(step.arg, began, time.time())
+        while pending is not None:
+            pending = self.poll_catch_up(pending)
+            time.sleep(1)
+        left = start + seconds - time.time()
+        if left > 0:
+            time.sleep(left)
+
+    def execute(self, step: Step) -> None:
+        action, arg = step.action, step.arg
+        if action == "kill":
+            self.operator.kill()
+            self.operator.kills += 1
+            self.operator.start()
+        elif action == "stop":
+            log(f"stopping {arg}")
+            self.api_down = arg == "kube-apiserver"
+            self.cluster.stop(arg)
+        elif action == "start":
+            self.cluster.start(arg)
+            self.api_down = False
+            for component in localcluster.COMPONENTS:  # one may have given up while the API server was gone
+                if component not in self.cluster.running():
+                    log(f"{component} exited during the outage: starting it again")
+                    self.cluster.start(component)
+            self.operator.check()
+        elif action == "rollout":
+            name, tag = arg.split("@")
+            for n in range(self.args.namespaces):
+                self.apps.patch_namespaced_deployment(
+                    name, f"soak-{n}", {"spec": {"template": {"spec": {"containers": [
+                        {"name": "web", "image": f"registry.example.com/soak/web:1.{tag}.{self.done['rollout']}"}
+                    ]}}}}, _request_timeout=TIMEOUT,
+                )  # fmt: skip
+        elif action == "edit":
+            name, task = arg.split("/")
+            name = self.current(name)
+            index = int(task.split("-")[1])
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, self.namespace(name), PLURAL, name,
+                [{"op": "add", "path": f"/spec/tasks/{index}/args", "value": [f"--edit={self.done['edit']}"]}],
+                _content_type="application/json-patch+json", _request_timeout=TIMEOUT,
+            )  # fmt: skip
+        elif action in ("suspend", "resume"):
+            name = self.current(arg)
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, self.namespace(name), PLURAL, name, {"spec": {"suspend": action == "suspend"}},
+                _request_timeout=TIMEOUT,
+            )  # fmt: skip
+        elif action == "duplicate":
+            self.duplicate(self.current(arg))
+        elif action == "replace":
+            old = self.current(arg)
+            self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, self.namespace(old), PLURAL, old, _request_timeout=TIMEOUT
+            )
+            self.replaced += 1
+            self.live.pop(old)
+            self.create_appschedule(f"{arg}-r{self.replaced}", self.plan[arg], arg)
+        self.done[action] += 1
+        log(f"{action} {arg}")
+
+    def current(self, original: str) -> str:
+        """The live AppSchedule that stands for ``original`` (it may have been replaced)."""
+        return next(name for name in sorted(self.live, reverse=True) if self.sources[name] == original)
+
+    def namespace(self, name: str) -> str:
+        return namespace_of(self.sources[name], self.args.namespaces)
+
+    def duplicate(self, name: str) -> None:
+        """A Job made by hand for the scheduled time of the task's newest Job: the ledger must see a duplicate."""
+        namespace = self.namespace(name)
+        raw = self.batch.list_namespaced_job(
+            namespace, label_selector=f"{GROUP}/appschedule={name}", _preload_content=False, _request_timeout=TIMEOUT
+        )
+        owned = [j for j in json.loads(raw.data)["items"] if j["metadata"].get("ownerReferences")]
+        if not owned:
+            raise LookupError(f"no Job of {name} yet")
+        newest = max(owned, key=lambda j: (j["metadata"]["creationTimestamp"], j["metadata"]["name"]))
+        meta = newest["metadata"]
+        generated = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name")
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in generated}
+        template = copy.deepcopy(newest["spec"]["template"])
+        template["metadata"]["labels"] = {
+            k: v for k, v in (template["metadata"].get("labels") or {}).items() if k not in generated
+        }
+        spec = {k: v for k, v in newest["spec"].items() if k not in ("selector", "template", "manualSelector")}
+        body = {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {
+                "name": f"{meta['name'][:40]}-dup{self.done['duplicate']}", "namespace": namespace, "labels": labels,
+                "annotations": {gt.CONTROLLER_TIME: meta["annotations"][gt.CONTROLLER_TIME]},
+            },
+            "spec": {**spec, "template": template},
+        }  # fmt: skip
+        self.batch.create_namespaced_job(namespace, body, _request_timeout=TIMEOUT)
+
+    # -- catching up after an outage
+
+    def poll_catch_up(self, state: CatchUp) -> CatchUp | None:
+        """Poll every second after an outage until the ledger holds everything the outage left behind."""
+        now = time.time()
+        if now - state.last_poll < 1:
+            return state
+        state.last_poll = now
+        try:
+            state.lagging, last_job = self.lagging(state, now)
+        except API_ERRORS as error:
+            state.lagging, last_job = [f"cannot read: {type(error).__name__}"], None
+        if state.lagging and now - state.ended < CATCH_UP_LIMIT * 2:
+            if int(now - state.ended) % 10 == 0:
+                log(f"after {state.component}: {len(state.lagging)} lagging, e.g. {state.lagging[:2]}")
+            return state
+        seconds = None if state.lagging else round(now - state.ended, 1)
+        controller = None if last_job is None else round(last_job - state.ended, 1)
+        self.catch_up.append({"component": state.component, "seconds": seconds, "controller_seconds": controller,
+                              "lagging": state.lagging[:5]})  # fmt: skip
+        made = "no Job created since" if controller is None else f"the last Job created {controller}s after it"
+        log(f"after {state.component}: caught up in {seconds}s ({made})"
+            if seconds is not None else f"after {state.component}: NOT caught up: {state.lagging[:3]}")  # fmt: skip
+        if seconds is None or seconds > CATCH_UP_LIMIT:
+            self.failures.append(f"the operator was not caught up {CATCH_UP_LIMIT:.0f}s after {state.component} "
+                                 f"returned: {state.lagging[:3]}")  # fmt: skip
+        return None
+
+    def lagging(self, state: CatchUp, now: float) -> tuple[list[str], float | None]:
+        """What the ledger does not hold yet of what the outage left behind: the Jobs created since the outage
+        began (up to 3 s ago, at most 30 s after it ended) and the fires due before it ended. Also when the
+        last such Job was created (the controller's own catch-up)."""
+        statuses = self.statuses()
+        lag = []
+        horizon = min(now - 3, state.ended + CATCH_UP_LIMIT)
+        last_job = None
+        with_job: set[tuple[gt.TaskKey, datetime]] = set()
+        for job in self.jobs():
+            meta = job["metadata"]
+            labels = meta.get("labels") or {}
+            key = (meta["namespace"], labels.get(f"{GROUP}/appschedule", ""), labels.get(f"{GROUP}/task", ""))
+            created = gt.parse_time(meta.get("creationTimestamp"))
+            scheduled = gt.parse_time((meta.get("annotations") or {}).get(gt.CONTROLLER_TIME))
+            status = statuses.get(key)
+            if status is None or created is None or scheduled is None:
+                continue
+            with_job.add((key, scheduled))
+            since = gt.parse_time(status.get("trackingSince"))
+            if since is None or scheduled < since or not state.began - 1 <= created.timestamp() <= horizon:
+                continue
+            last_job = max(last_job or 0.0, created.timestamp())
+            if meta["name"] not in {r["name"] for r in status.get("jobs") or []}:
+                lag.append(f"Job {meta['namespace']}/{meta['name']} not recorded")
+        ended = datetime.fromtimestamp(state.ended, UTC)
+        for key, status in statuses.items():
+            if key[1] not in self.live:
+                continue
+            spec = next(t for t in self.live[key[1]] if t.name == key[2])
+            # the ledger's rule: the latest fire is settled once it has a Job, the one before it in any case
+            latest = croniter(spec.schedule, ended).get_prev(datetime).astimezone(UTC)
+            due = latest if (key, latest) in with_job else croniter(spec.schedule, latest).get_prev(datetime)
+            checked = gt.parse_time(status.get("checkedUntil"))
+            since = gt.parse_time(status.get("trackingSince"))
+            if since is not None and due > since and (checked is None or checked < due):
+                lag.append(f"{'/'.join(key)} settled only until {status.get('checkedUntil')}, not {due:%H:%M}")
+        return lag, last_job
+
+    # -- the end
+
+    def finish(self) -> dict[str, Any]:
+        # suspend everything at :20, so no run is on its way, then let the last runs end and the ledger settle
+        time.sleep((80 - time.time() % 60) % 60)
+        stopped_at = datetime.now(UTC)
+        for name in sorted(self.live):
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, self.namespace(name), PLURAL, name, {"spec": {"suspend": True}},
+                _request_timeout=TIMEOUT,
+            )  # fmt: skip
+        log("every AppSchedule suspended; waiting for the last runs to end and the ledger to settle")
+        try:
+            _wait(lambda: self.settled(stopped_at), 300, "the last runs to end and the ledger to settle")
+        except TimeoutError as error:
+            self.failures.append(str(error) + ": " + "; ".join(self.unsettled(stopped_at)[:5]))
+        statuses = {k: v for k, v in self.statuses().items() if k[1] in self.live}
+        held = [f"{j['metadata']['namespace']}/{j['metadata']['name']}" for j in self.jobs()
+                if FINALIZER in (j["metadata"].get("finalizers") or [])]  # fmt: skip
+        self.operator.kill(signal.SIGTERM)
+        audit = self.cluster.state / "logs" / "audit.log"
+        shutil.copy(audit, self.out / "audit.log")
+        with open(audit) as lines:
+            history = gt.read_audit(lines)
+        specs = {(self.namespace(n), n, t.name): t for n, tasks in self.live.items() for t in tasks}
+        rows = gt.compare(
+            history, statuses, schedules={k: specs[k].schedule for k in statuses},
+            forbid={k: specs[k].policy == "Forbid" for k in statuses},
+        )  # fmt: skip
+        differing = [r for r in rows if not r.same]
+        for row in differing:
+            self.failures.append(f"{'/'.join(row.task)}: ledger {row.ledger.as_dict()} truth {row.truth.as_dict()}")
+        if len(rows) != sum(len(t) for t in self.live.values()):
+            self.failures.append(f"{len(rows)} tasks in the status, {sum(len(t) for t in self.live.values())} live")
+        if history.duplicate_cronjobs:
+            self.failures.append(f"duplicate CronJobs: {history.duplicate_cronjobs[:5]}")
+        if held:
+            self.failures.append(f"{len(held)} Jobs left behind the ledger's finalizer: {held[:5]}")
+        if self.operator.unexpected_exits:
+            self.failures.append(f"the operator exited on its own {self.operator.unexpected_exits} times")
+        fields = ("runs", "duplicates", "failed", "missed")
+        totals = {side: {k: sum(getattr(r, side).as_dict()[k] for r in rows) for k in fields}
+                  for side in ("truth", "ledger")}  # fmt: skip
+        return {
+            "seed": self.args.seed, "minutes": self.args.minutes, "tasks": len(rows),
+            "appschedules": len(self.live), "audit_events": history.events, "jobs_created": len(history.jobs),
+            "totals": totals, "tasks_identical": len(rows) - len(differing), "catch_up": self.catch_up,
+            "chaos": dict(self.done), "chaos_not_done": dict(self.skipped), "operator_kills": self.operator.kills,
+            "operator_errors": _errors(self.out / "operator.log"), "failures": self.failures,
+        }  # fmt: skip
+
+    def settled(self, stopped_at: datetime) -> bool:
+        return not self.unsettled(stopped_at)
+
+    def unsettled(self, stopped_at: datetime) -> list[str]:
+        waiting = []
+        for job in self.jobs():
+            meta, status = job["metadata"], job.get("status") or {}
+            if not any(c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
+                       for c in status.get("conditions") or []):  # fmt: skip
+                waiting.append(f"Job {meta['name']} still active")
+            elif FINALIZER in (meta.get("finalizers") or []):
+                waiting.append(f"Job {meta['name']} still held")
+        statuses = self.statuses()
+        for name, tasks in self.live.items():
+            for task in tasks:
+                status = statuses.get((self.namespace(name), name, task.name)) or {}
+                last = croniter(task.schedule, stopped_at).get_prev(datetime).astimezone(UTC)
+                checked = gt.parse_time(status.get("checkedUntil"))
+                if checked is None or checked < last:
+                    waiting.append(f"{name}/{task.name} settled until {status.get('checkedUntil')}")
+                if any(not r.get("finished") for r in status.get("jobs") or []):
+                    waiting.append(f"{name}/{task.name} has a run not yet recorded as finished")
+        return waiting
+
+    def teardown(self) -> None:
+        with contextlib.suppress(Exception):
+            self.operator.kill(signal.SIGTERM)
+        if not self.args.keep_cluster:
+            self.cluster.down()
+
+
+def _deployment(name: str, tag: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                {"name": "web", "image": f"registry.example.com/soak/web:{tag}"}]}},
+        },
+    }  # fmt: skip
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except API_ERRORS:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(1)
+
+
+def _errors(path: Path) -> int:
+    count = 0
+    with contextlib.suppress(OSError), open(path, errors="replace") as lines:
+        for line in lines:
+            if '"levelname": "ERROR"' in line or "Traceback" in line:
+                count += 1
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the chaos phase (default 10)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--appschedules", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=4, help="tasks per AppSchedule (default 4)")
+    parser.add_argument("--namespaces", type=int, default=5)
+    parser.add_argument("--out", default=str(CACHE / "soak-report"), help="where the report is left")
+    parser.add_argument("--keep-cluster", action="store_true", help="leave the soak cluster running")
+    args = parser.parse_args(argv)
+    shutil.rmtree(args.out, ignore_errors=True)
+    soak = Soak(args)
+    try:
+        soak.setup()
+        soak.run()
+        report = soak.finish()
+    finally:
+        soak.teardown()
+    (Path(args.out) / "report.json").write_text(json.dumps(report, indent=1))
+    print(json.dumps({k: v for k, v in report.items() if k != "failures"}, indent=1))
+    for failure in report["failures"][:40]:
+        print("FAIL", failure)
+    verdict = "failed" if report["failures"] else "passed"
+    print(f"soak {verdict}: {report['tasks_identical']}/{report['tasks']} tasks identical to ground truth; "
+          f"report in {args.out}")  # fmt: skip
+    return 1 if report["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
