@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 from . import metrics, naming
 from .api import Cluster, classify, message_of
@@ -175,6 +176,10 @@ class Controller:
         except WriteFailed as error:
             metrics.RECONCILES.labels("failed").inc()
             log.warning("reconcile of %s/%s failed: %s", *key, error)
+            self.queue.done(key, retry_in=self.queue.failed(key))
+        except (HTTPError, OSError) as error:  # the API server is away (a restart, a network cut): one line
+            metrics.RECONCILES.labels("failed").inc()
+            log.warning("reconcile of %s/%s failed: API server unreachable (%s)", *key, type(error).__name__)
             self.queue.done(key, retry_in=self.queue.failed(key))
         except Exception as error:
             metrics.RECONCILES.labels("failed").inc()

@@ -12,8 +12,10 @@ How each expected time ends, exactly once:
   ``missedRunGraceSeconds`` after their time.
 * **duplicate**: every Job beyond the first for one time (a manual re-run, a second controller, the
   second fire of a time repeated at a DST fall-back).
-* **skipped**: no Job, for a stated reason: the CronJob was suspended, or ``Forbid`` and a Job of the
-  task was active at that time (also one that never got a pod: it blocks every later fire).
+* **skipped**: no Job, for a stated reason: the CronJob was suspended at that time (the spans are kept in
+  ``suspensions`` until settled, so a resume before a time is settled does not turn it into a miss), or
+  ``Forbid`` and a Job of the task was active at that time (also one that never got a pod: it blocks
+  every later fire).
 * **missed**: no Job, no reason, and the CronJob controller can no longer start one: a later fire has
   come (the controller only starts the most recent missed time) or ``startingDeadlineSeconds`` passed.
 
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from . import keys, naming
-from .models import Counts, JobRecord, RunRecord, TaskStatus
+from .models import Counts, JobRecord, RunRecord, Suspension, TaskStatus
 from .schedule import Schedule, count_fires, next_fire, previous_fire, repeat_of, repeats_between
 from .state import JobView
 
@@ -254,6 +256,14 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
                 result.wake_at = _earliest(result.wake_at, grace_end)
         records[name] = record
 
+    # -- suspension: the span is recorded when the CronJob is suspended and resumed (``config`` is what this
+    # reconcile writes), so a time is skipped for it even when it is settled after the resume
+    spans = [(_t(s.since) or now, _t(s.until)) for s in base.suspensions or []]
+    if config.suspend and not (spans and spans[-1][1] is None):
+        spans.append((now, None))
+    elif not config.suspend and spans and spans[-1][1] is None:
+        spans[-1] = (spans[-1][0], now)
+
     # -- settle the times no Job can come for any more
     job_times = {_t(r.scheduled_time) for r in records.values()}
     latest = previous_fire(schedule, now - SETTLE_SLACK)
@@ -268,22 +278,21 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         else:
             before = previous_fire(schedule, latest - timedelta(seconds=1))
             until = before if before is not None and before > checked else checked
-    blocked: list[tuple[datetime, datetime]] = []  # a Job of the task was active: Forbid starts nothing
+    # times with a stated reason for no Job: the CronJob was suspended, or (Forbid) a Job of the task was active
+    reasons = [(start, end or now) for start, end in spans]
     if config.concurrency == "Forbid":
-        blocked = _merge([(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)])
+        reasons += [(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)]
+    blocked = _merge(reasons)
     if until > checked:
         fires = count_fires(schedule, checked, until) - len(repeats_between(schedule, checked, until))
         ran = {t for t in job_times if t is not None and checked < t <= until and previous_fire(schedule, t) == t}
         empty = max(0, fires - len(ran))
-        if config.suspend:
-            skipped = empty
-        else:
-            skipped = sum(
-                count_fires(schedule, max(start, checked), min(end, until)) for start, end in blocked
-                if min(end, until) > max(start, checked)
-            )  # fmt: skip
-            skipped -= sum(1 for t in ran if _within(t, blocked))
-            skipped = max(0, min(skipped, empty))
+        skipped = sum(
+            count_fires(schedule, max(start, checked), min(end, until)) for start, end in blocked
+            if min(end, until) > max(start, checked)
+        )  # fmt: skip
+        skipped -= sum(1 for t in ran if _within(t, blocked))
+        skipped = max(0, min(skipped, empty))
         missed = empty - skipped
         counts["skipped"] += skipped
         counts["missed"] += missed
@@ -326,6 +335,10 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     upcoming = next_fire(schedule, now)
     if upcoming is not None:
         result.wake_at = _earliest(result.wake_at, upcoming + SETTLE_SLACK)
+    # a time that got its Job settles SETTLE_SLACK after it, not when the next one has come and gone
+    just_fired = previous_fire(schedule, now)
+    if just_fired is not None and just_fired > checked and just_fired in job_times and just_fired + SETTLE_SLACK > now:
+        result.wake_at = _earliest(result.wake_at, just_fired + SETTLE_SLACK)
 
     ordered = sorted(recent.values(), key=lambda r: r.scheduled_time, reverse=True)[:RECENT]
     runs = [r for r in ordered if r.job]
@@ -346,6 +359,8 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         "recent": ordered or None,
         "last_run": runs[0] if runs else base.last_run,
         "jobs": sorted(records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
+        "suspensions": [Suspension(since=_s(start), until=_s(end) if end else None)
+                        for start, end in spans if end is None or end > checked][-RECENT:] or None,
     })  # fmt: skip
     result.events = [_event(reason, config.task, texts) for reason, texts in events.items()]
     return result

@@ -305,6 +305,13 @@ class JobRecord(Model):
     not_started: bool | None = Field(None, description="Reported as not started (no pod).")
 
 
+class Suspension(Model):
+    """A span the task's CronJob was suspended: its scheduled times are skipped, not missed."""
+
+    since: Time = Field(description="When the operator suspended the task's CronJob.")
+    until: Time | None = Field(None, description="When it resumed it; absent while it is suspended.")
+
+
 class TaskStatus(Model):
     name: str = Field(description="The task's name.")
     cron_job: str | None = Field(None, description="Name of the task's CronJob, when it has one.")
@@ -322,6 +329,9 @@ class TaskStatus(Model):
     checked_until: Time | None = Field(None, description="Scheduled times up to here are settled and counted.")
     late_since: Time | None = Field(None, description="A scheduled time that has no Job past its grace, reported.")
     jobs: list[JobRecord] | None = Field(None, description="Jobs counted that still exist (the ledger's memory).")
+    suspensions: list[Suspension] | None = Field(
+        None, description="Suspended spans whose scheduled times are not all settled yet (the ledger's memory)."
+    )
 
 
 class AppScheduleStatus(Model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -371,3 +372,33 @@ def test_wake_up_when_time_alone_changes_something() -> None:
     status = start(cfg)
     _, result = step(status, cfg, [], T0 + timedelta(seconds=10))
     assert result.wake_at == T0 + timedelta(seconds=120)
+
+
+def test_a_time_that_got_its_job_settles_soon_after_it_not_a_period_later() -> None:
+    """Found by the soak: seen just after its fire, a run's time waited for the next fire to settle."""
+    cfg = config("*/5 * * * *")
+    status = start(cfg)
+    ran = job(T0, created=T0 + timedelta(seconds=2), outcome="Complete")
+    status, result = step(status, cfg, [ran], T0 + timedelta(seconds=3))
+    assert status.checked_until != stamp(T0) and result.wake_at == T0 + timedelta(seconds=15)
+    status, _ = step(status, cfg, [ran], T0 + timedelta(seconds=15))
+    assert status.checked_until == stamp(T0)
+
+
+def test_a_time_suspended_but_settled_after_the_resume_is_skipped_not_missed() -> None:
+    """Found by the soak: suspended over a fire, resumed before that fire was settled (the operator was
+    restarting), the time was counted missed; the span is now remembered until its times are settled."""
+    cfg = config()
+    suspended = dataclasses.replace(cfg, suspend=True)
+    status = start(cfg)
+    first = job(T0, created=T0 + timedelta(seconds=1), outcome="Complete")
+    status, _ = step(status, cfg, [first], T0 + timedelta(seconds=2))
+    status, _ = step(status, suspended, [first], T0 + timedelta(seconds=30))
+    assert status.suspensions and status.suspensions[0].until is None
+    status, _ = step(status, cfg, [first], T0 + timedelta(seconds=90))  # resumed; T0+60 is not settled yet
+    assert status.checked_until is not None and status.checked_until < stamp(T0 + timedelta(seconds=60))
+    later = job(T0 + timedelta(minutes=2), created=T0 + timedelta(seconds=121), outcome="Complete")
+    status, _ = step(status, cfg, [first, later], T0 + timedelta(seconds=140))
+    assert status.checked_until == stamp(T0 + timedelta(minutes=2))
+    assert counts(status) == {"runs": 2, "succeeded": 2, "skipped": 1}
+    assert status.suspensions is None  # settled: forgotten
