@@ -666,7 +666,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(CACHE / "soak-report"), help="where the report is left")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the soak cluster running")
     args = parser.parse_args(argv)
-    shutil.rmtree(args.out, ignore_errors=True)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not (out / "plan.json").exists():
+        parser.error(f"{out} is not empty and holds no earlier soak report: give another --out")
+    shutil.rmtree(out, ignore_errors=True)
     soak = Soak(args)
     try:
         soak.setup()
