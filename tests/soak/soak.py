@@ -193,7 +193,9 @@ class CatchUp:
     began: float  # when the outage began
     ended: float  # when the component was back
     last_poll: float = 0.0
-    lagging: list[str] = field(default_factory=list)
+    clean_since: float | None = None  # first poll of the current run of polls with nothing lagging
+    last_job: float | None = None  # when the last Job created since the outage began was created
+    lagging: list[str] = field(default_factory=list)  # what the last poll that found any found
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -477,26 +479,33 @@ class Soak:
     # -- catching up after an outage
 
     def poll_catch_up(self, state: CatchUp) -> CatchUp | None:
-        """Poll every second after an outage until the ledger holds everything the outage left behind."""
+        """Poll every second for CATCH_UP_LIMIT + 10 s after an outage (the controllers' late Jobs keep coming
+        for a while); caught up from the first poll of the final run of polls that found nothing lagging."""
         now = time.time()
         if now - state.last_poll < 1:
             return state
         state.last_poll = now
         try:
-            state.lagging, last_job = self.lagging(state, now)
+            lag, last_job = self.lagging(state, now)
         except API_ERRORS as error:
-            state.lagging, last_job = [f"cannot read: {type(error).__name__}"], None
-        if state.lagging and now - state.ended < CATCH_UP_LIMIT * 2:
-            if int(now - state.ended) % 10 == 0:
-                log(f"after {state.component}: {len(state.lagging)} lagging, e.g. {state.lagging[:2]}")
+            lag, last_job = [f"cannot read: {type(error).__name__}"], None
+        if last_job is not None:
+            state.last_job = max(state.last_job or 0.0, last_job)
+        if lag:
+            state.lagging, state.clean_since = lag, None
+        elif state.clean_since is None:
+            state.clean_since = now
+        if now - state.ended < CATCH_UP_LIMIT + 10:
+            if lag and int(now - state.ended) % 10 == 0:
+                log(f"after {state.component}: {len(lag)} lagging, e.g. {lag[:2]}")
             return state
-        seconds = None if state.lagging else round(now - state.ended, 1)
-        controller = None if last_job is None else round(last_job - state.ended, 1)
+        seconds = None if state.clean_since is None else round(state.clean_since - state.ended, 1)
+        controller = None if state.last_job is None else round(state.last_job - state.ended, 1)
         self.catch_up.append({"component": state.component, "seconds": seconds, "controller_seconds": controller,
-                              "lagging": state.lagging[:5]})  # fmt: skip
+                              "last_lagging": state.lagging[:5]})  # fmt: skip
         made = "no Job created since" if controller is None else f"the last Job created {controller}s after it"
-        log(f"after {state.component}: caught up in {seconds}s ({made})"
-            if seconds is not None else f"after {state.component}: NOT caught up: {state.lagging[:3]}")  # fmt: skip
+        log(f"after {state.component}: caught up in {seconds}s ({made})" if seconds is not None
+            else f"after {state.component}: NOT caught up: {state.lagging[:3]}")  # fmt: skip
         if seconds is None or seconds > CATCH_UP_LIMIT:
             self.failures.append(f"the operator was not caught up {CATCH_UP_LIMIT:.0f}s after {state.component} "
                                  f"returned: {state.lagging[:3]}")  # fmt: skip
@@ -505,7 +514,7 @@ class Soak:
     def lagging(self, state: CatchUp, now: float) -> tuple[list[str], float | None]:
         """What the ledger does not hold yet of what the outage left behind: the Jobs created since the outage
         began (up to 3 s ago, at most 30 s after it ended) and the fires due before it ended. Also when the
-        last such Job was created (the controller's own catch-up)."""
+        last Job since it ended was created (the controllers' own catch-up)."""
         statuses = self.statuses()
         lag = []
         horizon = min(now - 3, state.ended + CATCH_UP_LIMIT)
@@ -524,7 +533,8 @@ class Soak:
             since = gt.parse_time(status.get("trackingSince"))
             if since is None or scheduled < since or not state.began - 1 <= created.timestamp() <= horizon:
                 continue
-            last_job = max(last_job or 0.0, created.timestamp())
+            if created.timestamp() >= int(state.ended):  # creationTimestamp has whole seconds
+                last_job = max(last_job or 0.0, created.timestamp())
             if meta["name"] not in {r["name"] for r in status.get("jobs") or []}:
                 lag.append(f"Job {meta['namespace']}/{meta['name']} not recorded")
         ended = datetime.fromtimestamp(state.ended, UTC)
