@@ -331,7 +331,9 @@ def _audit_flags(state: Path) -> list[str]:
         f"--audit-policy-file={policy}",
         f"--audit-log-path={state / 'logs' / 'audit.log'}",
         "--audit-log-format=json",
-        "--audit-log-maxsize=0",  # never rotated: the soak reads it whole
+        # 0 would mean 100 MB to the log rotator, which a 60-minute soak passes: 100 GB, and the soak reads any
+        # rotated segment (audit-<time>.log) too
+        "--audit-log-maxsize=102400",
         "--audit-log-mode=blocking",  # written before the response: nothing answered is missing from it
     ]
 

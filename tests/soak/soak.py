@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,7 +62,8 @@ import localcluster  # noqa: E402
 GROUP, VERSION, PLURAL = "appschedule.dev", "v1alpha1", "appschedules"
 FINALIZER = "appschedule.dev/ledger"
 OUTCOME = "test.appschedule.dev/outcome"
-PORTS = {"webhook": 36501, "metrics": 36502, "liveness": 36503}
+_SHIFT = int(os.environ["APPSCHEDULE_PORT_OFFSET"]) - 2000  # a second soak beside the first: another offset
+PORTS = {"webhook": 36501 + _SHIFT, "metrics": 36502 + _SHIFT, "liveness": 36503 + _SHIFT}
 CATCH_UP_LIMIT = 30.0
 TIMEOUT = 10  # seconds for one API call: an outage must not hang the driver
 API_ERRORS = (ApiException, HTTPError, OSError)  # what a call may raise while the API server is away
@@ -571,10 +572,11 @@ class Soak:
         held = [f"{j['metadata']['namespace']}/{j['metadata']['name']}" for j in self.jobs()
                 if FINALIZER in (j["metadata"].get("finalizers") or [])]  # fmt: skip
         self.operator.kill(signal.SIGTERM)
-        audit = self.cluster.state / "logs" / "audit.log"
-        shutil.copy(audit, self.out / "audit.log")
-        with open(audit) as lines:
-            history = gt.read_audit(lines)
+        logs = self.cluster.state / "logs"
+        segments = [*sorted(logs.glob("audit-*.log")), logs / "audit.log"]  # rotated ones first, oldest first
+        for segment in segments:
+            shutil.copy(segment, self.out / segment.name)
+        history = gt.read_audit(_lines(segments))
         specs = {(self.namespace(n), n, t.name): t for n, tasks in self.live.items() for t in tasks}
         rows = gt.compare(
             history, statuses, schedules={k: specs[k].schedule for k in statuses},
@@ -655,6 +657,12 @@ def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(1)
+
+
+def _lines(paths: list[Path]) -> Iterator[str]:
+    for path in paths:
+        with open(path) as lines:
+            yield from lines
 
 
 def _errors(path: Path) -> int:
