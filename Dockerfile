@@ -13,7 +13,7 @@ COPY pyproject.toml README.md image.lock ./
 COPY operator ./operator
 RUN python -m venv /opt/appschedule \
  && /opt/appschedule/bin/pip install --constraint image.lock . \
- && /opt/appschedule/bin/pip uninstall --yes pip \
+ && /opt/appschedule/bin/pip uninstall --yes setuptools pip \
  && /opt/appschedule/bin/appschedule --help >/dev/null
 
 FROM ${PYTHON_IMAGE}
@@ -21,7 +21,9 @@ LABEL org.opencontainers.image.title="appschedule-operator" \
       org.opencontainers.image.description="An app's scheduled tasks as CronJobs, every run keyed, missed and doubled runs reported" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /opt/appschedule /opt/appschedule
+# HOME: the user has no passwd entry, so nothing else would give one (the chart sets it as well)
 ENV PATH=/opt/appschedule/bin:$PATH \
+    HOME=/tmp \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 # non-root, numeric (Pod Security "restricted" checks runAsNonRoot against a numeric user)

@@ -47,6 +47,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import images
+import realnode
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CACHE = Path(os.environ.get("APPSCHEDULE_CACHE", Path.home() / ".cache" / "appschedule-operator"))
@@ -66,11 +70,18 @@ PORTS = {
         "kube-controller-manager": 36257,
         "kube-scheduler": 36259,
         "kwok": 36280,
+        # the real node's (REAL_NODE=1)
+        "kubelet": 36250,
+        "kubelet-healthz": 36248,
+        "kube-proxy-healthz": 36256,
+        "kube-proxy-metrics": 36249,
     }.items()
 }
 SERVICE_CIDR = "10.0.0.0/24"
 NODE_NAME = "kwok-node-0"
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+# REAL_NODE=1 at `up`: a real node (realnode.py) instead of kwok's fake one; the state directory remembers it
+REAL_NODE_COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", *realnode.COMPONENTS]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -160,6 +171,15 @@ TOOLS = [
     Tool("kwok", "sigs.k8s.io/kwok", (("kwok", "sigs.k8s.io/kwok/cmd/kwok"),)),
     Tool("helm", "helm.sh/helm/v3", (("helm", "helm.sh/helm/v3/cmd/helm"),)),
 ]
+# The real node's (``REAL_NODE=1``): built only when that tier is asked for, from the same pinned module.
+NODE_TOOLS = [
+    Tool(
+        "kubernetes",
+        "k8s.io/kubernetes",
+        tuple((name, f"k8s.io/kubernetes/cmd/{name}") for name in ("kubelet", "kube-proxy")),
+    ),
+    Tool("coredns", "github.com/coredns/coredns", (("coredns", "github.com/coredns/coredns"),)),
+]
 
 
 def build_tools() -> Path:
@@ -175,8 +195,13 @@ def build_tools() -> Path:
     return TOOLS_BIN
 
 
+def build_node_tools() -> None:
+    for tool in NODE_TOOLS:
+        tool.build()
+
+
 def binary(name: str) -> str:
-    for tool in TOOLS:
+    for tool in TOOLS + NODE_TOOLS:
         for out, _ in tool.binaries:
             if out == name:
                 path = tool.cache_dir() / name
@@ -194,11 +219,12 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def _cert(pki: Path, name: str, subject: str, *, server: bool = False) -> None:
+def _cert(pki: Path, name: str, subject: str, *, server: bool = False, ips: tuple[str, ...] = ()) -> None:
     """An EC key and a certificate signed by the local CA."""
     ext = pki / f"{name}.ext"
     if server:
         sans = [
+            *(f"IP:{ip}" for ip in ips),
             "IP:127.0.0.1",
             "IP:10.0.0.1",
             "DNS:localhost",
@@ -263,7 +289,7 @@ def _kubeconfig(path: Path, pki: Path, user: str) -> None:
     path.chmod(0o600)
 
 
-def _prepare(state: Path) -> None:
+def _prepare(state: Path, *, real_node: bool = False) -> None:
     pki = state / "pki"
     pki.mkdir(parents=True)
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key", cwd=pki)
@@ -283,12 +309,19 @@ def _prepare(state: Path) -> None:
     )
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
-    _cert(pki, "kube-apiserver", "/CN=kube-apiserver", server=True)
+    node_ip = (realnode.node_ip(),) if real_node else ()
+    _cert(pki, "kube-apiserver", "/CN=kube-apiserver", server=True, ips=node_ip)
     _cert(pki, "admin", "/O=system:masters/CN=kubernetes-admin")
     _cert(pki, "kube-controller-manager", "/CN=system:kube-controller-manager")
     _cert(pki, "kube-scheduler", "/CN=system:kube-scheduler")
     _cert(pki, "kwok", "/O=system:masters/CN=kwok-controller")
-    for user in ("admin", "kube-controller-manager", "kube-scheduler", "kwok"):
+    users = ["admin", "kube-controller-manager", "kube-scheduler", "kwok"]
+    if real_node:  # the Node authorizer and NodeRestriction know the kubelet by this name and group
+        _cert(pki, "kubelet", f"/O=system:nodes/CN=system:node:{realnode.NODE_NAME}")
+        _cert(pki, "kube-proxy", "/CN=system:kube-proxy")  # bound to system:node-proxier by default
+        _cert(pki, "coredns", "/O=system:masters/CN=coredns")  # reads Services, EndpointSlices, Namespaces
+        users += ["kubelet", "kube-proxy", "coredns"]
+    for user in users:
         _kubeconfig(state / f"{user}.kubeconfig", pki, user)
     shutil.copy(state / "admin.kubeconfig", state / "kubeconfig")
     (state / "kube-scheduler.yaml").write_text(
@@ -300,6 +333,9 @@ def _prepare(state: Path) -> None:
     (state / "audit-policy.yaml").write_text(AUDIT_POLICY)
     (state / "logs").mkdir()
     (state / "pids").mkdir()
+    if real_node:
+        realnode.prepare(state, PORTS, images.PAUSE_REF)
+        (state / "real-node").write_text(realnode.node_ip() + "\n")
 
 
 # The API server's audit log (logs/audit.log, JSON lines): the ground truth of the soak (tests/soak), which
@@ -356,12 +392,25 @@ def _command(component: str, state: Path) -> list[str]:
             "--log-level=warn",
             "--listen-metrics-urls=",
         ]
+    if component in realnode.COMPONENTS:
+        return realnode.command(component, state, {n: binary(n) for n in ("kubelet", "kube-proxy", "coredns")})
     if component == "kube-apiserver":
+        # with a real node its pods reach the API server at the node's address (kube-proxy's rules for the
+        # `kubernetes` Service), and the API server reaches the kubelet (logs) with the admin's certificate
+        node_ip = (state / "real-node").read_text().strip() if (state / "real-node").exists() else None
+        node_flags = [
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={node_ip}",
+            f"--kubelet-client-certificate={pki / 'admin.crt'}",
+            f"--kubelet-client-key={pki / 'admin.key'}",
+            "--kubelet-preferred-address-types=InternalIP",  # the node's name is in no DNS
+            "--authorization-mode=Node,RBAC",
+        ]
+        loopback_flags = [f"--bind-address={HOST}", f"--advertise-address={HOST}", "--authorization-mode=RBAC"]
         return [
             binary("kube-apiserver"),
             f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
-            f"--bind-address={HOST}",
-            f"--advertise-address={HOST}",
+            *(node_flags if node_ip else loopback_flags),
             f"--secure-port={PORTS['kube-apiserver']}",
             f"--cert-dir={pki}",
             f"--tls-cert-file={pki / 'kube-apiserver.crt'}",
@@ -369,7 +418,6 @@ def _command(component: str, state: Path) -> list[str]:
             f"--client-ca-file={pki / 'ca.crt'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
-            "--authorization-mode=RBAC",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
@@ -461,6 +509,15 @@ class Cluster:
         self.state = state
         self.kubeconfig = state / "kubeconfig"
 
+    @property
+    def real_node(self) -> bool:
+        """Whether this cluster was started with the real node (REAL_NODE=1)."""
+        return (self.state / "real-node").exists()
+
+    @property
+    def components(self) -> list[str]:
+        return REAL_NODE_COMPONENTS if self.real_node else COMPONENTS
+
     # -- process bookkeeping
 
     def _pidfile(self, component: str) -> Path:
@@ -479,7 +536,7 @@ class Cluster:
         return self.state / "logs" / f"{component}.log"
 
     def running(self) -> list[str]:
-        return [c for c in COMPONENTS if self.pid(c) is not None]
+        return [c for c in self.components if self.pid(c) is not None]
 
     def start(self, component: str) -> None:
         if self.pid(component) is not None:
@@ -576,6 +633,16 @@ class Cluster:
             )
         elif component == "kwok":
             self._wait("kwok to serve", lambda: _port_open(PORTS["kwok"]), process, component)
+        elif component == "containerd":
+            self._wait("containerd to serve", lambda: realnode.socket_path(self.state).exists(), process, component)
+        elif component == "coredns":
+            self._wait("CoreDNS to serve", realnode.dns_ready, process, component)
+        elif component == "kube-proxy":
+            port = PORTS["kube-proxy-healthz"]
+            self._wait("kube-proxy to serve", lambda: _port_open(port), process, component)
+        elif component == "kubelet":
+            port = PORTS["kubelet-healthz"]
+            self._wait("the kubelet to be healthy", lambda: _port_open(port), process, component)
 
     def tail(self, component: str, lines: int = 30) -> str:
         try:
@@ -585,7 +652,7 @@ class Cluster:
         return "\n".join(f"  {component}| {line}" for line in text)
 
     def healthy(self) -> bool:
-        return self.running() == COMPONENTS and self._get("/readyz")[0] == 200
+        return self.running() == self.components and self._get("/readyz")[0] == 200
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         result = subprocess.run(
@@ -605,12 +672,21 @@ class Cluster:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
-    def up(self) -> bool:
-        """Start the cluster, or reuse the one running from this state directory. True when started."""
-        with self._locked():
-            return self._up()
+    def up(self, *, real_node: bool | None = None) -> bool:
+        """Start the cluster, or reuse the one running from this state directory. True when started.
 
-    def _up(self) -> bool:
+        ``real_node`` (default: ``REAL_NODE=1`` in the environment) starts the real node instead of kwok's."""
+        if real_node is None:
+            real_node = os.environ.get("REAL_NODE") == "1"
+        with self._locked():
+            return self._up(real_node)
+
+    def _up(self, real_node: bool) -> bool:
+        if self.running() and self.real_node != real_node:
+            raise SystemExit(
+                f"the cluster running in {self.state} {'has' if self.real_node else 'does not have'} the real node;"
+                " run `make cluster-down` first"
+            )
         if self.running():
             if self.healthy():
                 print(f"reusing the running cluster in {self.state}")
@@ -626,14 +702,24 @@ class Cluster:
                 "is another local cluster running from a different APPSCHEDULE_CLUSTER_DIR?"
             )
         build_tools()
+        if real_node:
+            realnode.ensure_packages()
+            realnode.check_machine()
+            build_node_tools()
+            pause = images.pause()
         started = time.monotonic()
         if self.state.exists():
             shutil.rmtree(self.state)
-        _prepare(self.state)
+        _prepare(self.state, real_node=real_node)
         try:
-            for component in COMPONENTS:
+            for component in self.components:
                 self.start(component)
-            self._add_node()
+                if component == "containerd":
+                    realnode.import_image(self.state, pause)
+            if real_node:
+                self._wait_node(realnode.NODE_NAME, "the real node")
+            else:
+                self._add_node()
         except BaseException:
             self._down(quiet=True)
             raise
@@ -656,10 +742,12 @@ class Cluster:
             },
         }
         self.kubectl("apply", "-f", "-", input=json.dumps(node))
+        self._wait_node(NODE_NAME, "the fake node")
 
+    def _wait_node(self, name: str, what: str) -> None:
         def node_ready() -> bool:
             out = self.kubectl(
-                "get", "node", NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False
+                "get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False
             )
             return out.strip() == "True"
 
@@ -668,7 +756,7 @@ class Cluster:
                 self.kubectl("get", "serviceaccount", "default", "-n", "default", "-o", "name", check=False).strip()
             )
 
-        self._wait("the fake node to be Ready", node_ready, None, "kwok")
+        self._wait(f"{what} to be Ready", node_ready, None, "kubelet" if self.real_node else "kwok", timeout=120)
         self._wait("the default ServiceAccount", default_service_account, None, "kube-controller-manager")
 
     def down(self, *, quiet: bool = False) -> None:
@@ -677,8 +765,12 @@ class Cluster:
             self._down(quiet=quiet)
 
     def _down(self, *, quiet: bool = False) -> None:
-        for component in reversed(COMPONENTS):
+        real_node = self.real_node
+        for component in reversed(self.components):
             self.stop(component)
+        if real_node:  # what the node's processes leave outside them: containers, mounts, bridge, rules
+            node_binaries = {n: str(t.cache_dir() / n) for t in NODE_TOOLS for n, _ in t.binaries}
+            realnode.cleanup(self.state, node_binaries)
         if self.state.exists():
             shutil.rmtree(self.state)
         if not quiet:
@@ -706,10 +798,10 @@ def main(argv: list[str]) -> int:
     elif command == "down":
         cluster.down()
     elif command == "status":
-        for component in COMPONENTS:
+        for component in cluster.components:
             print(f"{component:24} {cluster.pid(component) or 'stopped'}")
         return 0 if cluster.healthy() else 1
-    elif command in ("stop", "start") and len(argv) == 3 and argv[2] in COMPONENTS:
+    elif command in ("stop", "start") and len(argv) == 3 and argv[2] in cluster.components:
         getattr(cluster, command)(argv[2])
     elif command == "env":
         print(f"export KUBECONFIG={cluster.kubeconfig} PATH={TOOLS_BIN}:$PATH")

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import getpass
 import logging
+import os
+import socket
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -110,6 +113,17 @@ def cmd_next(args: argparse.Namespace) -> int:
     return status
 
 
+def name_without_passwd_entry() -> None:
+    """kopf names this process among its peers after its user (getpass), unless POD_ID names it (the chart
+    sets it). The image's user is numeric with no passwd entry, where getpass raises: the host's name then."""
+    if "POD_ID" in os.environ:
+        return
+    try:
+        getpass.getuser()
+    except (KeyError, OSError):
+        os.environ["POD_ID"] = socket.gethostname()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Start the operator: explicit kopf settings live in handlers.startup, these are the process's."""
     import asyncio
@@ -138,6 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.webhook_port:
         handlers.register_webhooks(kinds)
+    name_without_passwd_entry()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(

@@ -4,11 +4,17 @@ local cluster of hack/cluster when KUBECONFIG is unset (started for the session,
 With APPSCHEDULE_E2E_IMAGE (an operator image the cluster's nodes have, e.g. loaded into kind) the
 chart's own pod runs the operator. Without it, the cluster has no node that can run the image (the local
 one: kwok), and the operator runs on this machine as the chart's ServiceAccount (tests/chartkit.py).
+
+With REAL_NODE=1 (`make e2e-node`) the local cluster has a real node (hack/cluster/realnode.py) instead:
+the operator image and a small test app are built here (hack/cluster/images.py) and imported into the
+node, the chart's pod runs the operator, and the task's pods really run. When the node cannot start the
+session fails and says why; APPSCHEDULE_ALLOW_NO_REAL_NODE=1 turns that into a skip.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,13 +25,16 @@ import pytest
 from tests.chartkit import REPO, Helm, Kubectl
 
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
+import images
 import localcluster
+import realnode
 
 
 @dataclass
 class Target:
     kubeconfig: Path
     image: str | None  # the operator image the nodes run; None: the operator runs here
+    testapp: str | None = None  # a small app image of ours the nodes run (the real node's)
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +45,30 @@ def target() -> Iterator[Target]:
         yield Target(Path(given.split(os.pathsep)[0]), image)
         return
     local = localcluster.Cluster()
-    started = local.up()
+    if os.environ.get("REAL_NODE") == "1":
+        yield from _real_node(local)
+        return
+    started = local.up(real_node=False)
     try:
         yield Target(local.kubeconfig, image)
+    finally:
+        if started:
+            local.down()
+
+
+def _real_node(local: localcluster.Cluster) -> Iterator[Target]:
+    try:
+        started = local.up(real_node=True)
+        archives = [images.operator(), images.testapp()]
+    except (SystemExit, OSError, subprocess.CalledProcessError) as error:
+        why = f"the real node cannot start here: {error}"
+        if os.environ.get("APPSCHEDULE_ALLOW_NO_REAL_NODE") == "1":
+            pytest.skip(why)
+        pytest.fail(why + " (APPSCHEDULE_ALLOW_NO_REAL_NODE=1 makes this a skip)")
+    try:
+        for archive in archives:
+            realnode.import_image(local.state, archive)
+        yield Target(local.kubeconfig, images.operator_ref(), images.TESTAPP_REF)
     finally:
         if started:
             local.down()

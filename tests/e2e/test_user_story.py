@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from appschedule import naming
 from tests import chartkit
 from tests.chartkit import Helm, HostedOperator, Kubectl
 from tests.integration.kube import wait_for
@@ -19,6 +20,15 @@ from tests.integration.kube import wait_for
 from .conftest import Target
 
 RELEASE = "appschedule"
+
+# The real node's test app (busybox): print the key, then claim it in a table on the node. mkdir is atomic,
+# so of two runs with the same key exactly one claims it: what an idempotent task does with its key.
+CLAIM = """
+key="$APPSCHEDULE_IDEMPOTENCY_KEY"
+echo "$key"
+if mkdir "/claims/$key" 2>/dev/null; then verdict=claimed; else verdict=refused; fi
+echo "$key $verdict $(hostname)" >> /claims/table
+"""
 
 
 def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, helm: Helm, tmp_path: Path) -> None:
@@ -44,19 +54,26 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         helm(*install, *(["--wait"] if target.image else []), input=json.dumps(values))
 
         # the app: a Deployment and, beside it, its schedule
-        image = target.image or "registry.example.com/shop/web:1.4.2"
+        image = target.testapp or target.image or "registry.example.com/shop/web:1.4.2"
+        pod: dict[str, Any] = {"containers": [{"name": "app", "image": image}]}
+        command = ["python", "-c", "import os; print(os.environ['APPSCHEDULE_IDEMPOTENCY_KEY'])"]
+        claims = tmp_path / "claims"
+        if target.testapp:  # the real node runs it: the claim table is a directory of this machine
+            claims.mkdir()
+            claims.chmod(0o777)
+            pod["containers"][0]["volumeMounts"] = [{"name": "claims", "mountPath": "/claims"}]
+            pod["volumes"] = [{"name": "claims", "hostPath": {"path": str(claims), "type": "Directory"}}]
+            command = ["sh", "-c", CLAIM]
         deployment = {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": app},
             "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web"}},
-                                  "spec": {"containers": [{"name": "app", "image": image}]}}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod}},
         }  # fmt: skip
         schedule = {
             "apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
             "metadata": {"name": "shop", "namespace": app},
             "spec": {"deploymentRef": {"name": "web"}, "timeZone": "UTC", "tasks": [
-                {"name": "print-key", "schedule": "* * * * *",
-                 "command": ["python", "-c", "import os; print(os.environ['APPSCHEDULE_IDEMPOTENCY_KEY'])"]}]},
+                {"name": "print-key", "schedule": "* * * * *", "command": command}]},
         }  # fmt: skip
         kubectl("apply", "-f", "-", input=json.dumps(deployment))
         kubectl("apply", "-f", "-", input=json.dumps(schedule))
@@ -79,6 +96,21 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         if target.image:  # a real process printed it
             log = kubectl("logs", f"job/{last['job']}", "-n", app).stdout
             assert log.strip() == last["key"]
+        if target.testapp:  # a second Job for the same scheduled time: one claim in the table, not two
+            second = _duplicate_of(job)
+            kubectl("create", "-f", "-", input=json.dumps(second))
+            name = second["metadata"]["name"]
+
+            def finished() -> bool:
+                got = json.loads(kubectl("get", "job", name, "-n", app, "-o", "json").stdout)
+                return any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
+                           for c in got.get("status", {}).get("conditions") or [])  # fmt: skip
+
+            wait_for(finished, timeout=90, what="the second Job of the same scheduled time")
+            assert kubectl("logs", f"job/{name}", "-n", app).stdout.strip() == last["key"]
+            rows = [line.split() for line in (claims / "table").read_text().splitlines()]
+            mine = [row for row in rows if row[0] == last["key"]]
+            assert sorted(row[1] for row in mine) == ["claimed", "refused"], rows
 
         table = kubectl("get", "appschedules", "-n", app).stdout
         header, row = table.splitlines()[:2]
@@ -117,3 +149,21 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
             helm("uninstall", RELEASE, "-n", ops, "--no-hooks", check=False)
         for namespace in (app, ops):
             kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def _duplicate_of(job: dict[str, Any]) -> dict[str, Any]:
+    """A Job made by hand for the same scheduled time as ``job`` (a retry, a second scheduler)."""
+    meta, when = job["metadata"], naming.CRONJOB_SCHEDULED_TIMESTAMP
+    generated = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name")
+    template = json.loads(json.dumps(job["spec"]["template"]))
+    template["metadata"]["labels"] = {k: v for k, v in template["metadata"]["labels"].items() if k not in generated}
+    spec = {k: v for k, v in job["spec"].items() if k not in ("selector", "template", "manualSelector")}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {
+            "name": f"{meta['name'][:50]}-again", "namespace": meta["namespace"],
+            "labels": {k: v for k, v in meta["labels"].items() if k not in generated},
+            "annotations": {when: meta["annotations"][when]},
+        },
+        "spec": {**spec, "template": template},
+    }  # fmt: skip

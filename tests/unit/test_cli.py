@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
+from appschedule import cli
 from appschedule.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -66,3 +68,24 @@ def test_invalid_yaml_and_invalid_task(tmp_path: Path, capsys: pytest.CaptureFix
     captured = capsys.readouterr()
     assert "task 'weekly-report' (spec.tasks[0].schedule)" in captured.err
     assert "shop-sync-inventory" in captured.out  # the other tasks still render
+
+
+def test_a_user_without_passwd_entry_is_named_after_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_entry() -> str:
+        raise KeyError("getpwuid(): uid not found: 65532")
+
+    monkeypatch.delenv("POD_ID", raising=False)
+    monkeypatch.setattr("getpass.getuser", no_entry)
+    monkeypatch.setattr("socket.gethostname", lambda: "operator-7f9c-abcde")
+    cli.name_without_passwd_entry()
+    assert os.environ["POD_ID"] == "operator-7f9c-abcde"
+    monkeypatch.setenv("POD_ID", "given")  # the chart's (the pod's name) wins
+    cli.name_without_passwd_entry()
+    assert os.environ["POD_ID"] == "given"
+
+
+def test_a_user_with_a_name_keeps_kopfs_default_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POD_ID", raising=False)
+    monkeypatch.setattr("getpass.getuser", lambda: "alice")
+    cli.name_without_passwd_entry()
+    assert "POD_ID" not in os.environ

@@ -1,12 +1,18 @@
 """The Dockerfile, image.lock and the chart agree: same dependencies, version, user and entrypoint.
 
-The image cannot be built here (no registry to pull the base from), so what can be checked without
-building it is checked: the recipe's facts, against pyproject.toml and the chart.
+The Dockerfile's image cannot be built here (no registry to pull the base from), so what can be checked
+without building it is checked: the recipe's facts, against pyproject.toml and the chart, and against the
+image the real node runs (hack/cluster/images.py builds it from Debian's packages; its build checks the
+installed distributions against image.lock and the Python version, this file the rest of its config).
 """
 
 from __future__ import annotations
 
+import io
+import json
 import re
+import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -17,6 +23,9 @@ from packaging.utils import canonicalize_name
 import appschedule
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hack" / "cluster"))
+import images  # noqa: E402
+
 CHART = REPO / "charts" / "appschedule-operator"
 
 
@@ -74,3 +83,68 @@ def test_chart_runs_the_image_of_this_version_as_its_user() -> None:
     assert isinstance(project, dict)
     assert chart["appVersion"] == project["version"] == appschedule.__version__ == values["image"]["tag"]
     assert values["podSecurityContext"]["runAsUser"] == 65532 == values["podSecurityContext"]["runAsGroup"]
+
+
+def _final_stage() -> list[tuple[str, str]]:
+    steps = _instructions()
+    last_from = max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM")
+    return steps[last_from:]
+
+
+def _env_of(stage: list[tuple[str, str]], base_path: str) -> dict[str, str]:
+    env = {"PATH": base_path, "LANG": "C.UTF-8"}  # what the python:*-slim base sets and the stage keeps
+    for keyword, rest in stage:
+        if keyword == "ENV":
+            for name, value in re.findall(r'(\w+)=("[^"]*"|\S+)', rest):
+                env[name] = value.strip('"').replace("$PATH", env["PATH"])
+    return env
+
+
+def test_the_real_nodes_image_runs_what_the_dockerfile_runs() -> None:
+    stage = _final_stage()
+    config = images.OPERATOR_CONFIG.oci()
+    assert [json.loads(rest) for keyword, rest in stage if keyword == "ENTRYPOINT"] == [config["Entrypoint"]]
+    assert [json.loads(rest) for keyword, rest in stage if keyword == "CMD"] == [config["Cmd"]]
+    assert [rest for keyword, rest in stage if keyword == "USER"] == [config["User"]]
+    assert [rest for keyword, rest in stage if keyword == "WORKDIR"] == [config["WorkingDir"]]
+    assert dict(images.OPERATOR_CONFIG.env) == _env_of(stage, images.BASE_PATH)
+    labels = dict(re.findall(r'(\S+)="([^"]*)"', " ".join(rest for keyword, rest in stage if keyword == "LABEL")))
+    assert labels == config["Labels"]
+    # the same Python: the Dockerfile's base is CPython 3.11 on the Debian release images.py builds from
+    (base,) = [
+        rest.split("=", 1)[1] for keyword, rest in _instructions() if keyword == "ARG" and "PYTHON_IMAGE=" in rest
+    ]
+    assert base.startswith(f"python:{images.PYTHON_MINOR}.") and f"-slim-{images.SUITE}" in base
+    # the same project and dependencies: both install the package with image.lock as constraints
+    runs = " ".join(rest for keyword, rest in _instructions() if keyword == "RUN")
+    assert "pip install --constraint image.lock ." in runs
+    assert f"pip uninstall --yes {' '.join(images.REMOVED_FROM_VENV)} " in runs
+    assert images.operator_ref().endswith(":" + appschedule.__version__)
+
+
+def test_an_oci_archive_names_its_image_and_carries_the_config(tmp_path: Path) -> None:
+    layer = tmp_path / "layer.tar"
+    with tarfile.open(layer, "w") as tar:
+        data = b"hello"
+        info = tarfile.TarInfo("greeting")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    out = tmp_path / "image.tar"
+    images.write_archive("localhost/x/y:1", layer, images.Config(cmd=("sh",), user="1:1"), out)
+    with tarfile.open(out) as archive:
+        names = archive.getnames()
+        index = json.load(archive.extractfile("index.json"))  # type: ignore[arg-type]
+        (manifest_desc,) = index["manifests"]
+        assert manifest_desc["annotations"]["io.containerd.image.name"] == "localhost/x/y:1"
+
+        def blob(descriptor: dict[str, str]) -> bytes:
+            member = archive.extractfile("blobs/sha256/" + descriptor["digest"].split(":")[1])
+            assert member is not None
+            return member.read()
+
+        manifest = json.loads(blob(manifest_desc))
+        config = json.loads(blob(manifest["config"]))
+        assert config["config"] == {"Cmd": ["sh"], "User": "1:1", "Env": [f"PATH={images.BASE_PATH}"]}
+        assert blob(manifest["layers"][0]) == layer.read_bytes()
+        assert config["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
+    assert "oci-layout" in names
