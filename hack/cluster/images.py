@@ -182,6 +182,9 @@ def _cached(name: str, inputs: list[bytes], build: Callable[[Path], None]) -> Pa
         return out
     IMAGES.mkdir(parents=True, exist_ok=True)
     build(out)
+    for older in IMAGES.glob(f"{name}-*.tar"):  # what other inputs built: never used again
+        if older != out:
+            older.unlink()
     return out
 
 
@@ -280,11 +283,12 @@ def operator() -> Path:
                 'chroot "$1" /opt/appschedule/bin/python /src/check_lock.py /src/image.lock',
                 'chroot "$1" /opt/appschedule/bin/appschedule --help >/dev/null',
                 f'chroot "$1" python3 -c "import sys; assert sys.version.startswith(\'{PYTHON_MINOR}.\'), sys.version"',
-                'rm -rf "$1/src" "$1/var/cache/apt/archives/"*.deb "$1/var/lib/apt/lists/"*',
+                'rm -rf "$1/src" "$1/var/cache/apt/archives/"*.deb "$1/var/cache/apt/"*.bin "$1/var/lib/apt/lists/"*',
                 'find "$1/opt/appschedule" -name __pycache__ -prune -exec rm -rf {} +',
             ]
             layer = Path(tmp) / "rootfs.tar"
-            command = ["mmdebstrap", "--quiet", "--mode=root", "--variant=minbase", "--format=tar",
+            slim = [f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("doc", "man", "locale", "info")]
+            command = ["mmdebstrap", "--quiet", "--mode=root", "--variant=minbase", "--format=tar", *slim,
                        "--include=python3,python3-venv,ca-certificates",
                        *[f"--customize-hook={hook}" for hook in hooks], SUITE, str(layer)]  # fmt: skip
             subprocess.run(command, check=True)
