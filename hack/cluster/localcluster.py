@@ -406,7 +406,15 @@ def _command(component: str, state: Path) -> list[str]:
             "--kubelet-preferred-address-types=InternalIP",  # the node's name is in no DNS
             "--authorization-mode=Node,RBAC",
         ]
-        loopback_flags = [f"--bind-address={HOST}", f"--advertise-address={HOST}", "--authorization-mode=RBAC"]
+        loopback_flags = [
+            f"--bind-address={HOST}",
+            f"--advertise-address={HOST}",
+            "--authorization-mode=RBAC",
+            # webhooks and aggregated APIs are called at a Service's endpoint addresses, not its ClusterIP:
+            # kwok's cluster has no kube-proxy (the chart's webhook Service is tested through this); the real
+            # node's has, and the API server reaches the webhooks at the Service's ClusterIP as on kind
+            "--enable-aggregator-routing=true",
+        ]
         return [
             binary("kube-apiserver"),
             f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
@@ -421,9 +429,6 @@ def _command(component: str, state: Path) -> list[str]:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
-            # webhooks and aggregated APIs are called at a Service's endpoint addresses, not its ClusterIP:
-            # there is no kube-proxy here (the chart's webhook Service is tested through this)
-            "--enable-aggregator-routing=true",
             f"--requestheader-client-ca-file={pki / 'ca.crt'}",
             "--requestheader-allowed-names=front-proxy",
             "--requestheader-username-headers=X-Remote-User",
