@@ -319,7 +319,7 @@ def _prepare(state: Path, *, real_node: bool = False) -> None:
     if real_node:  # the Node authorizer and NodeRestriction know the kubelet by this name and group
         _cert(pki, "kubelet", f"/O=system:nodes/CN=system:node:{realnode.NODE_NAME}")
         _cert(pki, "kube-proxy", "/CN=system:kube-proxy")  # bound to system:node-proxier by default
-        _cert(pki, "coredns", "/O=system:masters/CN=coredns")  # reads Services, EndpointSlices, Namespaces
+        _cert(pki, "coredns", f"/CN={realnode.COREDNS_USER}")  # may only read what it serves (COREDNS_RBAC)
         users += ["kubelet", "kube-proxy", "coredns"]
     for user in users:
         _kubeconfig(state / f"{user}.kubeconfig", pki, user)
@@ -718,6 +718,8 @@ class Cluster:
         _prepare(self.state, real_node=real_node)
         try:
             for component in self.components:
+                if component == "coredns":
+                    self.kubectl("apply", "-f", "-", input=json.dumps(realnode.COREDNS_RBAC))
                 self.start(component)
                 if component == "containerd":
                     realnode.import_image(self.state, pause)

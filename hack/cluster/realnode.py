@@ -41,6 +41,32 @@ BRIDGE = "appsched0"
 POD_CIDR = "10.88.0.0/24"
 COMPONENTS = ["containerd", "coredns", "kube-proxy", "kubelet"]  # started in this order after the control plane
 
+# CoreDNS's user, and what it may do: read what its kubernetes plugin serves (as kubeadm grants it)
+COREDNS_USER = "system:appschedule-coredns"
+COREDNS_RBAC = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": COREDNS_USER},
+            "rules": [
+                {"apiGroups": [""], "resources": ["services", "endpoints", "pods", "namespaces"],
+                 "verbs": ["list", "watch"]},
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": COREDNS_USER},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": COREDNS_USER},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": COREDNS_USER}],
+        },
+    ],
+}  # fmt: skip
+
 PACKAGES = {  # what must exist -> the Debian package that provides it
     "/usr/bin/containerd": "containerd",
     "/usr/sbin/runc": "runc",
