@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,16 @@ class Kubectl:
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
         return result
+
+    def wait_established(self, crd: str, timeout: float = 60) -> None:
+        """Wait for a CRD's Established condition. Not `kubectl wait`: on a CRD created a moment ago, which has
+        no conditions yet, it fails ("accessor error: <nil>") instead of waiting."""
+        jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+        deadline = time.monotonic() + timeout
+        while self("get", "crd", crd, "-o", jsonpath, check=False).stdout.strip() != "True":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"CRD {crd} not Established after {timeout:.0f}s")
+            time.sleep(0.25)
 
 
 class Helm:

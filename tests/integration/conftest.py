@@ -104,7 +104,7 @@ def crd(kubectl: Kubectl) -> str:
     """The AppSchedule CRD installed from crds/ (as a user would) and Established."""
     path = REPO / "crds" / "appschedule.dev_appschedules.yaml"
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/appschedules.appschedule.dev")
+    kubectl.wait_established("appschedules.appschedule.dev")
     # the schema reaches the published OpenAPI (what kubectl explain reads) a moment after Established
     wait_for(
         lambda: kubectl("explain", "appschedule.spec", check=False).returncode == 0,

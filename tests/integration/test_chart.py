@@ -258,7 +258,7 @@ def test_everything_rendered_passes_a_server_side_dry_run(
 ) -> None:
     for third_party in chartkit.third_party_crds(tmp_path):
         kubectl("apply", "--server-side", "-f", "-", input=json.dumps(third_party))
-        kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{third_party['metadata']['name']}")
+        kubectl.wait_established(third_party["metadata"]["name"])
     namespace = new_namespace(kubectl)
     namespaces.append(namespace)
     watched = new_namespace(kubectl)

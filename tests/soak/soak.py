@@ -317,8 +317,11 @@ class Soak:
         crd = REPO / "crds" / "appschedule.dev_appschedules.yaml"
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
         subprocess.run([kubectl, "apply", "--server-side", "-f", str(crd)], env=env, check=True, capture_output=True)
-        subprocess.run([kubectl, "wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/appschedules.appschedule.dev"], env=env, check=True, capture_output=True)  # fmt: skip
+        jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+        get = [kubectl, "get", "crd", "appschedules.appschedule.dev", "-o", jsonpath]
+        # not `kubectl wait`: it fails, not waits, while the new CRD has no conditions yet
+        _wait(lambda: subprocess.run(get, env=env, capture_output=True, text=True).stdout.strip() == "True", 60,
+              "the AppSchedule CRD to be Established")  # fmt: skip
         self.out.mkdir(parents=True, exist_ok=True)
         self.operator = Operator(self.cluster.kubeconfig, self.out / "operator.log")
         self.operator.start()
