@@ -4,20 +4,26 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/cluster/localcluster.py
+# every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
+STEP := hack/step
 
-.PHONY: run bench bench-cluster venv crd lock tools cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run bench bench-cluster venv crd lock tools node-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(STEP) venv sh -c "$(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'"
 	touch $@
 
 venv: $(VENV)/.installed  ## the project and its dev tools in .venv
 
+# Everything a test tier runs is made by these prerequisites, never inside a test's timeout: the fixtures only
+# check that it is there and fail naming the target when it is not.
 tools:  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (cached by version)
-	$(CLUSTER) tools
+	$(STEP) tools $(CLUSTER) tools
+
+node-tools: tools  ## the real node's: Debian's packages (apt-get), kubelet, kube-proxy, CoreDNS, the images it runs
+	$(STEP) node-tools $(CLUSTER) node-tools
 
 cluster-up: tools  ## start the local control plane (reuses a running one); REAL_NODE=1: a real node instead of kwok's (root)
 	$(CLUSTER) up
@@ -36,33 +42,35 @@ crd: venv  ## regenerate crds/ and the chart's copy from operator/appschedule/mo
 	$(BIN)/appschedule crd -o charts/appschedule-operator/files/appschedule.dev_appschedules.yaml
 
 lint: venv
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(STEP) lint sh -c '$(BIN)/ruff check . && $(BIN)/ruff format --check .'
 
 typecheck: venv
-	$(BIN)/mypy
+	$(STEP) typecheck $(BIN)/mypy
 
 unit: venv  ## APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
-	APPSCHEDULE_REQUIRE_GO=1 $(BIN)/pytest tests/unit
+	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit
 
 integration: venv tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
-	$(BIN)/pytest tests/integration
+	$(STEP) integration $(BIN)/pytest tests/integration
 
 e2e: venv tools  ## the user's scenario (tests/e2e) against KUBECONFIG, else the local cluster
 	$(BIN)/pytest tests/e2e
 
 e2e-local: venv tools  ## tests/e2e on the local cluster, whatever KUBECONFIG says
-	env -u KUBECONFIG -u APPSCHEDULE_E2E_IMAGE -u REAL_NODE $(BIN)/pytest tests/e2e
+	env -u KUBECONFIG -u APPSCHEDULE_E2E_IMAGE -u REAL_NODE $(STEP) e2e-local $(BIN)/pytest tests/e2e
 
 # The real node (hack/cluster/realnode.py) on a cluster of its own, ports shifted by 4000: containerd, kubelet
 # and kube-proxy run pods for real, so it needs root; it fails and says why when it cannot start
 # (APPSCHEDULE_ALLOW_NO_REAL_NODE=1: skip instead).
 NODE_CLUSTER := APPSCHEDULE_CLUSTER_DIR=$${APPSCHEDULE_CACHE:-$$HOME/.cache/appschedule-operator}/node-cluster \
 	APPSCHEDULE_PORT_OFFSET=4000 REAL_NODE=1
-e2e-node: venv tools  ## tests/e2e on a real node: the operator image (built here) from the chart, task pods really run
-	env -u KUBECONFIG -u APPSCHEDULE_E2E_IMAGE $(NODE_CLUSTER) $(BIN)/pytest tests/e2e
+e2e-node: venv tools node-tools  ## tests/e2e on a real node: the operator image (node-tools) from the chart, task pods really run
+	env -u KUBECONFIG -u APPSCHEDULE_E2E_IMAGE $(NODE_CLUSTER) $(STEP) e2e-node $(BIN)/pytest tests/e2e
 
 test: lint typecheck unit integration e2e-local e2e-node soak-ci  ## what CI runs
+
+check-cold:  ## `make test` on a clean clone with every cache empty (COLD_ROOT, default a new temp dir), timed by step
+	hack/check-cold.sh
 
 # The chaos soak (tests/soak/soak.py, RELIABILITY.md) on a cluster of its own: it stops the API server and the
 # controller manager, so it never shares the test cluster.
@@ -72,7 +80,7 @@ soak: venv tools  ## the chaos soak: SOAK_MINUTES (default 10) of chaos, seeded 
 	$(BIN)/python -m tests.soak.soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED)
 
 soak-ci: venv tools  ## the short soak CI runs: 3 minutes, a seed whose plan has every kind of chaos
-	$(BIN)/python -m tests.soak.soak --minutes 3 --seed 5
+	$(STEP) soak-ci $(BIN)/python -m tests.soak.soak --minutes 3 --seed 5
 
 bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the same run
 	$(BIN)/python bench/bench_core.py

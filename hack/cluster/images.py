@@ -173,13 +173,16 @@ def write_archive(ref: str, layer: Path, config: Config, out: Path) -> None:
         partial.rename(out)
 
 
-def _cached(name: str, inputs: list[bytes], build: Callable[[Path], None]) -> Path:
+def _cached(name: str, inputs: list[bytes], build: Callable[[Path], None], *, allowed: bool = True) -> Path:
+    """The archive of these inputs, built unless there; ``allowed=False``: fail naming the make target."""
     digest = hashlib.sha256()
     for item in inputs:
         digest.update(hashlib.sha256(item).digest())
     out = IMAGES / f"{name}-{digest.hexdigest()[:12]}.tar"
     if out.exists():
         return out
+    if not allowed:
+        raise SystemExit(f"the {name} image of these sources is not built ({out}): run `make node-tools` first")
     IMAGES.mkdir(parents=True, exist_ok=True)
     build(out)
     for older in IMAGES.glob(f"{name}-*.tar"):  # what other inputs built: never used again
@@ -210,10 +213,10 @@ def _tar_of(files: dict[str, tuple[bytes, int]], links: dict[str, str], dirs: tu
 # The images
 
 
-def pause() -> Path:
+def pause(*, build: bool = True) -> Path:
     source = (HERE / "pause.c").read_bytes()
 
-    def build(out: Path) -> None:
+    def build_(out: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             binary = Path(tmp) / "pause"
             subprocess.run(["gcc", "-static", "-Os", "-o", str(binary), str(HERE / "pause.c")], check=True)
@@ -221,15 +224,15 @@ def pause() -> Path:
             layer.write_bytes(_tar_of({"pause": (binary.read_bytes(), 0o755)}, {}, ()))
             write_archive(PAUSE_REF, layer, Config(entrypoint=("/pause",), user="65535:65535"), out)
 
-    return _cached("pause", [source, _gcc_version()], build)
+    return _cached("pause", [source, _gcc_version()], build_, allowed=build)
 
 
-def testapp() -> Path:
+def testapp(*, build: bool = True) -> Path:  # noqa: PT028 (an image, not a test)
     busybox = Path("/bin/busybox")
     if not busybox.exists():
         raise SystemExit("/bin/busybox is missing: Debian's busybox-static (realnode.py installs it)")
 
-    def build(out: Path) -> None:
+    def build_(out: Path) -> None:
         links = {f"bin/{applet}": "busybox" for applet in TESTAPP_APPLETS}
         files = {"bin/busybox": (busybox.read_bytes(), 0o755)}
         with tempfile.TemporaryDirectory() as tmp:
@@ -237,7 +240,19 @@ def testapp() -> Path:
             layer.write_bytes(_tar_of(files, links, ("bin", "tmp")))
             write_archive(TESTAPP_REF, layer, Config(cmd=("sh",)), out)
 
-    return _cached("testapp", [busybox.read_bytes(), repr(TESTAPP_APPLETS).encode()], build)
+    return _cached("testapp", [busybox.read_bytes(), repr(TESTAPP_APPLETS).encode()], build_, allowed=build)
+
+
+def built() -> dict[str, bool]:
+    """Whether each image the real node's tier imports is in the cache for the current sources."""
+    result = {}
+    for name, make in (("pause", pause), ("testapp", testapp), ("operator", operator)):
+        try:
+            make(build=False)
+            result[name] = True
+        except SystemExit:
+            result[name] = False
+    return result
 
 
 def _operator_sources() -> list[Path]:
@@ -246,14 +261,14 @@ def _operator_sources() -> list[Path]:
     return files
 
 
-def operator() -> Path:
+def operator(*, build: bool = True) -> Path:
     """The operator image from Debian's packages and PyPI, as the Dockerfile's final stage."""
     sources = _operator_sources()
     inputs = [str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes() for p in sources]
     inputs.append(json.dumps(OPERATOR_CONFIG.oci(), sort_keys=True).encode())
     inputs.append((HERE / "images.py").read_bytes())
 
-    def build(out: Path) -> None:
+    def build_(out: Path) -> None:
         if not shutil.which("mmdebstrap"):
             raise SystemExit("mmdebstrap is missing: Debian's mmdebstrap (realnode.py installs it)")
         with tempfile.TemporaryDirectory(dir=IMAGES) as tmp:
@@ -294,7 +309,7 @@ def operator() -> Path:
             subprocess.run(command, check=True)
             write_archive(operator_ref(), layer, OPERATOR_CONFIG, out)
 
-    return _cached("operator", inputs, build)
+    return _cached("operator", inputs, build_, allowed=build)
 
 
 # Run by the image's own Python: the installed distributions are exactly image.lock's pins.

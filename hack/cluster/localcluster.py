@@ -21,12 +21,13 @@ Invariants this file keeps:
 * Every port is in ``PORTS``, shifted by ``$APPSCHEDULE_PORT_OFFSET`` (default 0): a second cluster needs
   both its own state directory and its own offset.
 
-Usage: localcluster.py tools | up | down | status | stop COMPONENT | start COMPONENT | env
+Usage: localcluster.py tools | node-tools | up | down | status | stop COMPONENT | start COMPONENT | env
 """
 
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import fcntl
 import hashlib
@@ -135,27 +136,47 @@ class Tool:
         return CACHE / "tools" / f"{self.module}-{self.version()}-{digest.hexdigest()[:10]}"
 
     def build(self) -> Path:
+        """Build into the cache unless there; a failure names the tool and shows go's last lines."""
         target = self.cache_dir()
         if target.is_dir():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{self.module}-", dir=target.parent))
         started = time.monotonic()
-        print(f"building {self.module} {self.version()} into {target} ...", flush=True)
+        print(f"building {self.module} {self.version()} ({', '.join(n for n, _ in self.binaries)}) ...", flush=True)
         env = dict(os.environ, CGO_ENABLED="0")
+        # one `go build` for all of a module's commands when go names them as we do: their links run in parallel
+        together = all(package.rsplit("/", 1)[-1] == name for name, package in self.binaries)
+        runs = (
+            [[str(tmp) + os.sep, *(package for _, package in self.binaries)]]
+            if together
+            else [[str(tmp / name), package] for name, package in self.binaries]
+        )
+        log = target.parent / f"{self.module}-build.log"
         try:
-            for name, package in self.binaries:
-                subprocess.run(
-                    ["go", "build", "-trimpath", "-ldflags", self.ldflags(), "-o", str(tmp / name), package],
-                    cwd=self.dir,
-                    env=env,
-                    check=True,
-                )
+            with log.open("w") as out:
+                for output, *packages in runs:
+                    command = ["go", "build", "-trimpath", "-ldflags", self.ldflags(), "-o", output, *packages]
+                    code = subprocess.run(
+                        command, cwd=self.dir, env=env, stdout=out, stderr=subprocess.STDOUT
+                    ).returncode
+                    if code != 0:
+                        out.flush()
+                        tail = "\n".join(log.read_text().splitlines()[-20:])
+                        raise SystemExit(
+                            f"building {self.module} failed after {time.monotonic() - started:.0f}s: "
+                            f"`{' '.join(command[:2] + command[-len(packages) :])}` in {self.dir} exited {code}; "
+                            f"its last lines ({log}):\n{tail}"
+                        )
             tmp.rename(target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        log.unlink(missing_ok=True)
         print(f"built {self.module} in {time.monotonic() - started:.0f}s", flush=True)
         return target
+
+    def built(self) -> bool:
+        return self.cache_dir().is_dir()
 
 
 TOOLS = [
@@ -182,22 +203,63 @@ NODE_TOOLS = [
 ]
 
 
+def _build_all(tools: list[Tool]) -> None:
+    """Two builds at a time: go compiles in parallel already, but a module's download, its linking and its
+    slowest packages leave a core idle that the other build takes."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for future in [pool.submit(tool.build) for tool in tools]:
+            future.result()
+
+
 def build_tools() -> Path:
     """Build (or find) every tool and link them all into .tools/bin (git-ignored)."""
+    _build_all(TOOLS)
+    return link_tools()
+
+
+def link_tools() -> Path:
     TOOLS_BIN.mkdir(parents=True, exist_ok=True)
     for tool in TOOLS:
-        directory = tool.build()
         for name, _ in tool.binaries:
             link = TOOLS_BIN / name
             if link.is_symlink() or link.exists():
                 link.unlink()
-            link.symlink_to(directory / name)
+            link.symlink_to(tool.cache_dir() / name)
     return TOOLS_BIN
 
 
 def build_node_tools() -> None:
-    for tool in NODE_TOOLS:
-        tool.build()
+    _build_all(NODE_TOOLS)
+
+
+def _timed(what: str, step: Callable[[], object]) -> None:
+    started = time.monotonic()
+    step()
+    print(f"{what}: {time.monotonic() - started:.1f}s", flush=True)
+
+
+def node_tools() -> None:
+    """Everything the real node's tier needs beyond `tools`: Debian's packages, kubelet, kube-proxy, CoreDNS
+    and the images it imports (pause, the operator's, the test app's), each step timed."""
+    _timed("node packages", realnode.ensure_packages)
+    _timed("node binaries", build_node_tools)
+    _timed("pause image", images.pause)
+    _timed("test app image", images.testapp)
+    _timed("operator image", images.operator)
+
+
+def require_built(*, real_node: bool) -> None:
+    """What a test's fixture calls instead of building: fail at once, naming the make target, when a
+    prerequisite is missing, so that a test's timeout never holds a build."""
+    missing = [f"{t.module} ({t.cache_dir()})" for t in TOOLS if not t.built()]
+    if missing:
+        raise SystemExit(f"not built: {', '.join(missing)}; run `make tools` first")
+    if real_node:
+        missing = [f"{t.module} ({t.cache_dir()})" for t in NODE_TOOLS if not t.built()]
+        missing += [f"Debian's {p}" for p in realnode.missing_packages()]
+        missing += [f"the {name} image" for name, built in images.built().items() if not built]
+        if missing:
+            raise SystemExit(f"not built: {', '.join(missing)}; run `make node-tools` first")
 
 
 def binary(name: str) -> str:
@@ -677,16 +739,18 @@ class Cluster:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
-    def up(self, *, real_node: bool | None = None) -> bool:
+    def up(self, *, real_node: bool | None = None, build: bool = True) -> bool:
         """Start the cluster, or reuse the one running from this state directory. True when started.
 
-        ``real_node`` (default: ``REAL_NODE=1`` in the environment) starts the real node instead of kwok's."""
+        ``real_node`` (default: ``REAL_NODE=1`` in the environment) starts the real node instead of kwok's.
+        ``build=False`` (the tests' fixtures): build and install nothing, fail at once when something is
+        missing (``require_built``)."""
         if real_node is None:
             real_node = os.environ.get("REAL_NODE") == "1"
         with self._locked():
-            return self._up(real_node)
+            return self._up(real_node, build)
 
-    def _up(self, real_node: bool) -> bool:
+    def _up(self, real_node: bool, build: bool) -> bool:
         if self.running() and self.real_node != real_node:
             raise SystemExit(
                 f"the cluster running in {self.state} {'has' if self.real_node else 'does not have'} the real node;"
@@ -706,12 +770,16 @@ class Cluster:
                 f"ports in use by a process this cluster did not start: {', '.join(busy)}; "
                 "is another local cluster running from a different APPSCHEDULE_CLUSTER_DIR?"
             )
-        build_tools()
+        if build:
+            build_tools()
+            if real_node:
+                node_tools()
+        else:
+            require_built(real_node=real_node)
+            link_tools()
         if real_node:
-            realnode.ensure_packages()
             realnode.check_machine()
-            build_node_tools()
-            pause = images.pause()
+            pause = images.pause(build=False)
         started = time.monotonic()
         if self.state.exists():
             shutil.rmtree(self.state)
@@ -799,6 +867,10 @@ def main(argv: list[str]) -> int:
     if command == "tools":
         started = time.monotonic()
         print(f"tools in {build_tools()} ({time.monotonic() - started:.1f}s)")
+    elif command == "node-tools":
+        started = time.monotonic()
+        node_tools()
+        print(f"node tools ({time.monotonic() - started:.1f}s)")
     elif command == "up":
         cluster.up()
         print(usage(cluster))

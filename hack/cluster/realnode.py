@@ -78,9 +78,13 @@ PACKAGES = {  # what must exist -> the Debian package that provides it
 }
 
 
+def missing_packages() -> list[str]:
+    return sorted({pkg for path, pkg in PACKAGES.items() if not Path(path).exists()})
+
+
 def ensure_packages() -> None:
     """Install the Debian packages the node needs (apt-get, as root) unless they are all there."""
-    missing = sorted({pkg for path, pkg in PACKAGES.items() if not Path(path).exists()})
+    missing = missing_packages()
     if not missing:
         return
     if os.geteuid() != 0:

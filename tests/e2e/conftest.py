@@ -48,7 +48,7 @@ def target() -> Iterator[Target]:
     if os.environ.get("REAL_NODE") == "1":
         yield from _real_node(local)
         return
-    started = local.up(real_node=False)
+    started = local.up(real_node=False, build=False)
     try:
         yield Target(local.kubeconfig, image)
     finally:
@@ -58,8 +58,8 @@ def target() -> Iterator[Target]:
 
 def _real_node(local: localcluster.Cluster) -> Iterator[Target]:
     try:
-        started = local.up(real_node=True)
-        archives = [images.operator(), images.testapp()]
+        started = local.up(real_node=True, build=False)
+        archives = [images.operator(build=False), images.testapp(build=False)]
     except (SystemExit, OSError, subprocess.CalledProcessError) as error:
         why = f"the real node cannot start here: {error}"
         if os.environ.get("APPSCHEDULE_ALLOW_NO_REAL_NODE") == "1":

@@ -52,7 +52,7 @@ def cluster() -> Iterator[ClusterUnderTest]:
         yield _session_cluster
         return
     local = localcluster.Cluster()
-    started = local.up(real_node=False)
+    started = local.up(real_node=False, build=False)
     _session_cluster = ClusterUnderTest(local.kubeconfig, local)
     try:
         yield _session_cluster

@@ -45,7 +45,7 @@ def test_server_reports_its_real_version(api: client.ApiClient) -> None:
 def test_second_up_reuses_the_running_cluster(cluster: ClusterUnderTest) -> None:
     local = cluster.need_local()
     pids = {c: local.pid(c) for c in ("etcd", "kube-apiserver")}
-    assert local.up(real_node=False) is False
+    assert local.up(real_node=False, build=False) is False
     assert {c: local.pid(c) for c in ("etcd", "kube-apiserver")} == pids
 
 
@@ -53,7 +53,7 @@ def test_a_second_cluster_never_starts_on_the_same_ports(cluster: ClusterUnderTe
     local = cluster.need_local()
     other = type(local)(tmp_path / "other")  # a Cluster with a state directory of its own
     with pytest.raises(SystemExit, match="ports in use"):
-        other.up(real_node=False)
+        other.up(real_node=False, build=False)
     assert other.running() == []
 
 

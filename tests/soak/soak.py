@@ -311,7 +311,7 @@ class Soak:
         if self.cluster.running():
             log("a soak cluster from an earlier run is up: stopping it for a fresh audit log")
             self.cluster.down()
-        self.cluster.up(real_node=False)
+        self.cluster.up(real_node=False, build=False)
         self.connect()
         kubectl = localcluster.binary("kubectl")
         crd = REPO / "crds" / "appschedule.dev_appschedules.yaml"
