@@ -34,6 +34,7 @@ from .workqueue import Key, WorkQueue
 log = logging.getLogger("appschedule")
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
+TRANSIENT_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # the API server away or not ready yet: retried soon
 
 
 @dataclass
@@ -171,8 +172,9 @@ class Controller:
         except ApiException as error:
             metrics.RECONCILES.labels("failed").inc()
             conflict = error.status == 409
+            transient = error.status in TRANSIENT_STATUSES  # the API server (or etcd behind it) is not ready
             log.warning("reconcile of %s/%s failed (%s %s)", *key, error.status, error.reason)
-            self.queue.done(key, retry_in=self.queue.failed(key, conflict=conflict))
+            self.queue.done(key, retry_in=self.queue.failed(key, conflict=conflict, transient=transient))
         except WriteFailed as error:
             metrics.RECONCILES.labels("failed").inc()
             log.warning("reconcile of %s/%s failed: %s", *key, error)
@@ -180,7 +182,7 @@ class Controller:
         except (HTTPError, OSError) as error:  # the API server is away (a restart, a network cut): one line
             metrics.RECONCILES.labels("failed").inc()
             log.warning("reconcile of %s/%s failed: API server unreachable (%s)", *key, type(error).__name__)
-            self.queue.done(key, retry_in=self.queue.failed(key))
+            self.queue.done(key, retry_in=self.queue.failed(key, transient=True))
         except Exception as error:
             metrics.RECONCILES.labels("failed").inc()
             log.exception("reconcile of %s/%s failed", *key)

@@ -22,7 +22,9 @@ How each expected time ends, exactly once:
 A time is *settled* (missed or skipped) only when no Job can come for it any more; ``checkedUntil``
 says how far that has got, so a restart neither loses nor counts again. Settling a window costs
 arithmetic (``count_fires``), not one step per fire: a week of ``* * * * *`` is one step. Jobs already
-counted are remembered by name in ``jobs`` while they exist, so no Job is counted twice; a Job whose
+counted are remembered by name in ``jobs`` while they exist, so no Job is counted twice, and with the span
+they were active until the fires in it are settled, so a fire a Job blocked under ``Forbid`` stays skipped
+when a history limit deletes that Job before the fire is settled; a Job whose
 time is older than ``trackingSince`` (before the task's schedule or time zone last changed) is not
 counted at all.
 
@@ -163,7 +165,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             if stamp in recent:
                 old = recent[stamp]
                 recent[stamp] = old.model_copy(update={"duplicates": (old.duplicates or 0) + 1})
-            records[job.name] = JobRecord(name=job.name, scheduled_time=stamp)
+            records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, active_from=job.created or None)
             continue
         created = _t(job.created) or now
         delay = max(0, int((created - scheduled).total_seconds()))
@@ -174,7 +176,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             key=key, job=job.name, scheduled_time=stamp, state="Active", start_time=job.created or None,
             delay_seconds=delay, attempts=0, key_injected=None if injected else False,
         )  # fmt: skip
-        records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, run=True)
+        records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, run=True, active_from=job.created or None)
         run_times.add(stamp)
 
     # -- outcomes of the Jobs counted
@@ -190,7 +192,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
                 recent[stamp] = run.model_copy(update={"state": "Unknown"})
             if not record.finished:
                 record = record.model_copy(update={"finished": True})
-            if (_t(stamp) or now) <= checked:
+            if _settled(record, checked, now):
                 del records[name]  # gone and settled: nothing can count it again
             else:
                 records[name] = record
@@ -228,7 +230,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
                 record = record.model_copy(update={"stuck": True})
                 if run is not None:
                     recent[stamp] = recent[stamp].model_copy(update={"stuck": True})
-            records[name] = record.model_copy(update={"finished": True})
+            records[name] = record.model_copy(update={"finished": True, "active_until": seen.finish_time})
             if seen.finalizer:
                 result.release.append(name)
             continue
@@ -282,6 +284,11 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     reasons = [(start, end or now) for start, end in spans]
     if config.concurrency == "Forbid":
         reasons += [(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)]
+        # and the Jobs already gone (released and deleted by a history limit) whose span is not settled yet
+        reasons += [
+            (start, end) for r in records.values() if r.name not in by_name
+            for start, end in [(_t(r.active_from), _t(r.active_until))] if start is not None and end is not None
+        ]  # fmt: skip
     blocked = _merge(reasons)
     if until > checked:
         fires = count_fires(schedule, checked, until) - len(repeats_between(schedule, checked, until))
@@ -307,7 +314,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             event("MissedRun", f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})")
         checked = until
         for name, record in list(records.items()):  # gone Jobs whose time is now settled
-            if name not in by_name and (_t(record.scheduled_time) or now) <= checked:
+            if name not in by_name and _settled(record, checked, now):
                 del records[name]
 
     # -- what is due and not there yet: late, and when to look again
@@ -364,6 +371,11 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     })  # fmt: skip
     result.events = [_event(reason, config.task, texts) for reason, texts in events.items()]
     return result
+
+
+def _settled(record: JobRecord, checked: datetime, now: datetime) -> bool:
+    """Nothing of this gone Job can matter any more: its time, and the span it was active, are settled."""
+    return (_t(record.scheduled_time) or now) <= checked and (_t(record.active_until) or checked) <= checked
 
 
 def _seconds(start: datetime, finish: str | None, now: datetime) -> float:

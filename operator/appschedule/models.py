@@ -294,8 +294,8 @@ class RunRecord(Model):
 
 
 class JobRecord(Model):
-    """A Job the ledger has counted, kept while the Job exists (or its time is not settled) so that no
-    restart counts it again."""
+    """A Job the ledger has counted, kept while the Job exists (or its time, or the span it was active, is not
+    settled) so that no restart counts it again and the fires it blocked stay skipped."""
 
     name: str = Field(description="The Job's name.")
     scheduled_time: Time = Field(description="The scheduled time it belongs to.")
@@ -303,6 +303,12 @@ class JobRecord(Model):
     finished: bool | None = Field(None, description="Its outcome is counted.")
     stuck: bool | None = Field(None, description="Counted stuck.")
     not_started: bool | None = Field(None, description="Reported as not started (no pod).")
+    active_from: Time | None = Field(None, description="When the Job was created.")
+    active_until: Time | None = Field(
+        None,
+        description="When it finished. Under Forbid the fires between its creation and its end are skipped, "
+        "not missed: the record is kept until they are settled, also once the Job is gone.",
+    )
 
 
 class Suspension(Model):

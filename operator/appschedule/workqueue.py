@@ -8,6 +8,9 @@
 * A failing key gets one retry timer with exponential back-off (capped at 60 s), and resyncs leave it
   alone meanwhile; a real change of the object (an urgent add) retries it at once, so a user's fix is
   not kept waiting by the back-off.
+* A key that failed only because the API server was away (unreachable, 5xx, 429: ``transient``) backs off
+  to at most ``MAX_TRANSIENT_BACKOFF``, and the first success of any key after it retries every such key
+  at once: when the API server returns, nothing waits out a back-off grown during its absence.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 
 Key = tuple[str, str]
 MAX_BACKOFF = 60.0
+MAX_TRANSIENT_BACKOFF = 5.0
 
 
 @dataclass
@@ -30,6 +34,7 @@ class WorkQueue:
     dirty: set[Key] = field(default_factory=set)
     failures: dict[Key, int] = field(default_factory=dict)
     backoff: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)
+    transient: set[Key] = field(default_factory=set)  # backing off only because the API server was away
     _tokens: asyncio.Queue[None] = field(default_factory=asyncio.Queue)  # one per queued key
 
     def __len__(self) -> int:
@@ -63,20 +68,33 @@ class WorkQueue:
         self.active.pop(key, None)
         if retry_in is None:
             self.failures.pop(key, None)
+            self.transient.discard(key)
+            for waiting in sorted(self.transient):  # the API server answers again: retry them now
+                self.transient.discard(waiting)
+                timer = self.backoff.pop(waiting, None)
+                if timer is not None:
+                    timer.cancel()
+                    self.add(waiting)
         elif key not in self.backoff:
             self.backoff[key] = asyncio.get_running_loop().call_later(retry_in, self._retry, key)
         if key in self.dirty:
             self.dirty.discard(key)
             self.add(key)
 
-    def failed(self, key: Key, *, conflict: bool = False) -> float:
+    def failed(self, key: Key, *, conflict: bool = False, transient: bool = False) -> float:
         """Count a failure of ``key``; the delay before its next attempt."""
         attempts = self.failures.get(key, 0) + 1
         self.failures[key] = attempts
-        return 0.2 if conflict else min(MAX_BACKOFF, 0.5 * 2 ** min(attempts - 1, 7))
+        if transient:
+            self.transient.add(key)
+        else:
+            self.transient.discard(key)
+        delay = min(MAX_BACKOFF, 0.5 * 2 ** min(attempts - 1, 7))
+        return 0.2 if conflict else min(MAX_TRANSIENT_BACKOFF, delay) if transient else delay
 
     def _retry(self, key: Key) -> None:
         self.backoff.pop(key, None)
+        self.transient.discard(key)
         self.add(key)
 
     def longest_active(self) -> float:
@@ -87,3 +105,4 @@ class WorkQueue:
         for timer in self.backoff.values():
             timer.cancel()
         self.backoff.clear()
+        self.transient.clear()

@@ -65,6 +65,7 @@ OUTCOME = "test.appschedule.dev/outcome"
 _SHIFT = int(os.environ["APPSCHEDULE_PORT_OFFSET"]) - 2000  # a second soak beside the first: another offset
 PORTS = {"webhook": 36501 + _SHIFT, "metrics": 36502 + _SHIFT, "liveness": 36503 + _SHIFT}
 CATCH_UP_LIMIT = 30.0
+CATCH_UP_BACKLOG_LIMIT = 180.0  # a controller still catching up this long after it returned: measured then
 TIMEOUT = 10  # seconds for one API call: an outage must not hang the driver
 API_ERRORS = (ApiException, HTTPError, OSError)  # what a call may raise while the API server is away
 
@@ -136,14 +137,15 @@ def chaos_plan(rng: random.Random, seconds: float, names: list[str]) -> list[Ste
     kcm = 180.0 if long else 90.0
     apiserver = 120.0 if long else 30.0
     kcm_at = _at_second(rng.uniform(0.12, 0.3) * seconds, 40)  # away over two boundaries at least
-    api_at = max(kcm_at + kcm + CATCH_UP_LIMIT * 2 + 15, rng.uniform(0.5, 0.65) * seconds)
+    # after the controller manager's catch-up has been measured (its backlog may take CATCH_UP_LIMIT itself)
+    api_at = max(kcm_at + kcm + CATCH_UP_LIMIT * 3 + 15, rng.uniform(0.5, 0.65) * seconds)
     steps = [
         Step(kcm_at, "stop", "kube-controller-manager"), Step(kcm_at + kcm, "start", "kube-controller-manager"),
         Step(api_at, "stop", "kube-apiserver"), Step(api_at + apiserver, "start", "kube-apiserver"),
     ]  # fmt: skip
     outages = [(kcm_at, kcm_at + kcm), (api_at, api_at + apiserver)]
     # no kill while the API server is away (the operator could not start) or while catch-up is measured
-    settle = CATCH_UP_LIMIT + 10
+    settle = CATCH_UP_LIMIT * 2 + 10  # the controllers' backlog, then the operator's catch-up
     quiet = [(kcm_at + kcm - 5, kcm_at + kcm + settle), (api_at - 5, api_at + apiserver + settle)]
 
     def free(at: float, windows: list[tuple[float, float]]) -> bool:
@@ -483,8 +485,9 @@ class Soak:
     # -- catching up after an outage
 
     def poll_catch_up(self, state: CatchUp) -> CatchUp | None:
-        """Poll every second for CATCH_UP_LIMIT + 10 s after an outage (the controllers' late Jobs keep coming
-        for a while); caught up from the first poll of the final run of polls that found nothing lagging."""
+        """Poll every second after an outage until CATCH_UP_LIMIT + 10 s after the component's own backlog was
+        done (it came back, and its controllers created the last Job for a fire due before it came back); caught
+        up from the first poll of the final run of polls that found nothing lagging, measured from that moment."""
         now = time.time()
         if now - state.last_poll < 1:
             return state
@@ -499,29 +502,30 @@ class Soak:
             state.lagging, state.clean_since = lag, None
         elif state.clean_since is None:
             state.clean_since = now
-        if now - state.ended < CATCH_UP_LIMIT + 10:
+        backlog_done = max(state.ended, state.last_job or 0.0)
+        if now - backlog_done < CATCH_UP_LIMIT + 10 and now - state.ended < CATCH_UP_BACKLOG_LIMIT:
             if lag and int(now - state.ended) % 10 == 0:
                 log(f"after {state.component}: {len(lag)} lagging, e.g. {lag[:2]}")
             return state
-        seconds = None if state.clean_since is None else round(state.clean_since - state.ended, 1)
+        seconds = None if state.clean_since is None else round(max(0.0, state.clean_since - backlog_done), 1)
         controller = None if state.last_job is None else round(state.last_job - state.ended, 1)
         self.catch_up.append({"component": state.component, "seconds": seconds, "controller_seconds": controller,
                               "last_lagging": state.lagging[:5]})  # fmt: skip
-        made = "no Job created since" if controller is None else f"the last Job created {controller}s after it"
-        log(f"after {state.component}: caught up in {seconds}s ({made})" if seconds is not None
-            else f"after {state.component}: NOT caught up: {state.lagging[:3]}")  # fmt: skip
+        made = "no Job for an earlier fire" if controller is None else f"its last Job for an earlier fire {controller}s"
+        log(f"after {state.component}: caught up {seconds}s after its backlog was done ({made} after it returned)"
+            if seconds is not None else f"after {state.component}: NOT caught up: {state.lagging[:3]}")  # fmt: skip
         if seconds is None or seconds > CATCH_UP_LIMIT:
-            self.failures.append(f"the operator was not caught up {CATCH_UP_LIMIT:.0f}s after {state.component} "
-                                 f"returned: {state.lagging[:3]}")  # fmt: skip
+            self.failures.append(f"the operator was not caught up {CATCH_UP_LIMIT:.0f}s after {state.component}'s "
+                                 f"backlog was done: {state.lagging[:3]}")  # fmt: skip
         return None
 
     def lagging(self, state: CatchUp, now: float) -> tuple[list[str], float | None]:
         """What the ledger does not hold yet of what the outage left behind: the Jobs created since the outage
-        began (up to 3 s ago, at most 30 s after it ended) and the fires due before it ended. Also when the
-        last Job since it ended was created (the controllers' own catch-up)."""
+        began for fires due before it ended (up to 3 s ago) and the fires due before it ended. Also when the
+        last of those Jobs was created (the controllers' own catch-up)."""
         statuses = self.statuses()
         lag = []
-        horizon = min(now - 3, state.ended + CATCH_UP_LIMIT)
+        ended = datetime.fromtimestamp(state.ended, UTC)
         last_job = None
         with_job: set[tuple[gt.TaskKey, datetime]] = set()
         for job in self.jobs():
@@ -535,10 +539,11 @@ class Soak:
                 continue
             with_job.add((key, scheduled))
             since = gt.parse_time(status.get("trackingSince"))
-            if since is None or scheduled < since or not state.began - 1 <= created.timestamp() <= horizon:
+            if since is None or scheduled < since or scheduled > ended or created.timestamp() < state.began - 1:
                 continue
-            if created.timestamp() >= int(state.ended):  # creationTimestamp has whole seconds
-                last_job = max(last_job or 0.0, created.timestamp())
+            last_job = max(last_job or 0.0, created.timestamp())
+            if created.timestamp() > now - 3:
+                continue
             if meta["name"] not in {r["name"] for r in status.get("jobs") or []}:
                 lag.append(f"Job {meta['namespace']}/{meta['name']} not recorded")
         ended = datetime.fromtimestamp(state.ended, UTC)

@@ -402,3 +402,28 @@ def test_a_time_suspended_but_settled_after_the_resume_is_skipped_not_missed() -
     assert status.checked_until == stamp(T0 + timedelta(minutes=2))
     assert counts(status) == {"runs": 2, "succeeded": 2, "skipped": 1}
     assert status.suspensions is None  # settled: forgotten
+
+
+def test_a_fire_blocked_under_forbid_stays_skipped_after_the_blocking_job_is_gone() -> None:
+    """Found by the soak (issue 19): a hanging Job blocked the next fire, was recorded, released and deleted
+    by the history limit before that fire was settled, and the fire was counted missed: the record now keeps
+    the span the Job was active until its fires are settled."""
+    cfg = config(concurrency="Forbid")
+    status = start(cfg)
+    hang = dataclasses.replace(
+        job(T0, created=T0 + timedelta(seconds=1), outcome="Failed", reason="DeadlineExceeded"),
+        finish_time=stamp(T0 + timedelta(seconds=91)),
+    )
+    status, result = step(status, cfg, [hang], T0 + timedelta(seconds=95))
+    assert result.release == [hang.name]
+    later = job(T0 + timedelta(minutes=2), outcome="Complete")
+    status, _ = step(status, cfg, [later], T0 + timedelta(seconds=140))  # the hanging Job is gone
+    assert status.checked_until == stamp(T0 + timedelta(minutes=2))
+    assert counts(status) == {"runs": 2, "succeeded": 1, "failed": 1, "skipped": 1, "stuck": 1}
+    assert [r.name for r in status.jobs or []] == [later.name]  # its span settled: forgotten
+    # without Forbid the same time is missed
+    allow = config(concurrency="Allow")
+    status = start(allow)
+    status, _ = step(status, allow, [hang], T0 + timedelta(seconds=95))
+    status, _ = step(status, allow, [later], T0 + timedelta(seconds=140))
+    assert counts(status)["missed"] == 1

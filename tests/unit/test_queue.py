@@ -163,3 +163,30 @@ def test_a_resync_replans_only_what_time_changed_except_on_a_full_round() -> Non
         assert sorted(made.due(now, full=True)) == [("ns", "later"), ("ns", "passed")]
 
     run(scenario)
+
+
+def test_an_api_server_outage_grows_no_long_back_off_and_its_return_retries_every_key_at_once() -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        away = [("ns", f"app-{i}") for i in range(3)]
+        for key in away:  # two minutes of outage: many failures each
+            queue.failures[key] = 40
+            queue.add(key)
+            assert await queue.get() == key
+            delay = queue.failed(key, transient=True)
+            assert delay <= 5  # not the 60 s a real error of the object would earn
+            queue.done(key, retry_in=delay)
+        broken = ("ns", "broken")  # a real error: keeps its back-off
+        queue.add(broken)
+        assert await queue.get() == broken
+        queue.failures[broken] = 6
+        queue.done(broken, retry_in=queue.failed(broken))
+        assert len(queue) == 0
+        ok = ("ns", "other")  # the first reconcile that succeeds: the API server is back
+        queue.add(ok)
+        assert await queue.get() == ok
+        queue.done(ok)
+        assert sorted([await asyncio.wait_for(queue.get(), 1) for _ in away]) == away
+        assert len(queue) == 0 and broken in queue.backoff and not queue.transient
+
+    run(scenario)
