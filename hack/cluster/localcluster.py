@@ -9,7 +9,7 @@ the stages in ``stages.yaml`` (run, succeed, fail on request, hang on request).
 Invariants this file keeps:
 
 * Binaries come from the Go modules under ``hack/cluster/<tool>/`` and are cached in
-  ``$APPSCHEDULE_CACHE/tools/<tool>-<version>-<hash of go.mod, go.sum and build flags>/``; a directory
+  ``$APPSCHEDULE_CACHE/tools/<tool>-<version>-<hash of go.mod, go.sum, our main.go and build flags>/``; a directory
   there is complete or absent (built into a temporary directory, then renamed), so ``tools`` does
   nothing when it is already there.
 * Everything a running cluster owns lives in one state directory (``$APPSCHEDULE_CLUSTER_DIR``):
@@ -129,8 +129,10 @@ class Tool:
 
     def cache_dir(self) -> Path:
         digest = hashlib.sha256()
-        for name in ("go.mod", "go.sum"):
-            digest.update((self.dir / name).read_bytes())
+        # a main.go of ours (coredns) decides what is built; a tools.go only pins what go.mod already says
+        ours = sorted(p for p in self.dir.glob("*.go") if p.name != "tools.go")
+        for path in [self.dir / "go.mod", self.dir / "go.sum", *ours]:
+            digest.update(path.read_bytes())
         digest.update(self.ldflags().encode())
         digest.update(repr(self.binaries).encode())
         return CACHE / "tools" / f"{self.module}-{self.version()}-{digest.hexdigest()[:10]}"
@@ -199,7 +201,8 @@ NODE_TOOLS = [
         "k8s.io/kubernetes",
         tuple((name, f"k8s.io/kubernetes/cmd/{name}") for name in ("kubelet", "kube-proxy")),
     ),
-    Tool("coredns", "github.com/coredns/coredns", (("coredns", "github.com/coredns/coredns"),)),
+    # only the plugins the real node's Corefile uses (hack/cluster/coredns/main.go), not every cloud SDK
+    Tool("coredns", "github.com/coredns/coredns", (("coredns", "appschedule.dev/hack/cluster/coredns"),)),
 ]
 
 

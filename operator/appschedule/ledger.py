@@ -275,7 +275,10 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             config.starting_deadline is not None
             and latest + timedelta(seconds=config.starting_deadline) <= now - SETTLE_SLACK
         )
-        if latest in job_times or deadline_passed or config.suspend:
+        # suspended before that fire, the controller will not start it; suspended after it, a Job the controller
+        # made late, before it saw the suspension, may still be on its way to our view for SETTLE_SLACK
+        suspended = config.suspend and bool(spans) and (spans[-1][0] < latest or spans[-1][0] + SETTLE_SLACK <= now)
+        if latest in job_times or deadline_passed or suspended:
             until = latest
         else:
             before = previous_fire(schedule, latest - timedelta(seconds=1))

@@ -427,3 +427,27 @@ def test_a_fire_blocked_under_forbid_stays_skipped_after_the_blocking_job_is_gon
     status, _ = step(status, allow, [hang], T0 + timedelta(seconds=95))
     status, _ = step(status, allow, [later], T0 + timedelta(seconds=140))
     assert counts(status)["missed"] == 1
+
+
+def test_a_fire_just_before_a_suspension_waits_for_a_late_job_instead_of_being_missed() -> None:
+    """Found by the soak (issue 19): a lagging CronJob controller made the Job of 15:00 at 15:00:33, just
+    before it saw the suspension written at 15:00:34; the ledger had settled 15:00 as missed at once (the
+    task was suspended) and then counted the Job as a run too. A fire before the suspension began now
+    waits SETTLE_SLACK after it for such a Job."""
+    cfg = config(concurrency="Forbid")
+    suspended = dataclasses.replace(cfg, suspend=True)
+    status = start(cfg)
+    status, _ = step(status, suspended, [], T0 + timedelta(seconds=34))  # no Job for T0 in our view yet
+    assert status.checked_until is not None and status.checked_until < stamp(T0)
+    late = job(T0, created=T0 + timedelta(seconds=33), outcome="Complete")
+    status, _ = step(status, suspended, [late], T0 + timedelta(seconds=40))
+    status, _ = step(status, suspended, [late], T0 + timedelta(seconds=50))
+    assert status.checked_until == stamp(T0)
+    assert counts(status) == {"runs": 1, "succeeded": 1}
+    # with no Job by then, the time is missed (it was not suspended at its time), and later ones are skipped
+    status = start(cfg)
+    status, _ = step(status, suspended, [], T0 + timedelta(seconds=34))
+    status, _ = step(status, suspended, [], T0 + timedelta(seconds=50))
+    assert status.checked_until == stamp(T0) and counts(status) == {"missed": 1}
+    status, _ = step(status, suspended, [], T0 + timedelta(minutes=3))
+    assert counts(status) == {"missed": 1, "skipped": 2}
