@@ -402,7 +402,9 @@ class Soak:
         elif action == "stop":
             log(f"stopping {arg}")
             self.api_down = arg == "kube-apiserver"
-            self.cluster.stop(arg)
+            # SIGKILL after 5 s: the API server's graceful shutdown took 20 s of a 30 s outage, which then
+            # lasted 10 s
+            self.cluster.stop(arg, timeout=5)
         elif action == "start":
             self.cluster.start(arg)
             self.api_down = False
