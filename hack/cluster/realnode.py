@@ -93,8 +93,11 @@ def ensure_packages() -> None:
     install = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
     print(f"installing {' '.join(missing)} from Debian's packages ...", flush=True)
     if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, check=True, capture_output=True)
-        subprocess.run(install, env=env, check=True)
+        for command in (["apt-get", "update"], install):
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+                raise SystemExit(f"`{' '.join(command)}` failed (exit {done.returncode}):\n{tail}")
 
 
 def node_ip() -> str:

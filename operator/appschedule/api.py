@@ -119,6 +119,14 @@ class Cluster:
                     return None
                 raise
 
+    def list_jobs(self, namespace: str, appschedule: str) -> list[dict[str, Any]]:
+        """The Jobs labelled with this AppSchedule's name, as the API server has them now (not a cache)."""
+        with self._call(namespace):
+            body = self._json(self.batch.list_namespaced_job(
+                namespace, label_selector=f"{naming.LABEL_APPSCHEDULE}={appschedule}", _preload_content=False,
+                _request_timeout=self.timeout))  # fmt: skip
+        return [item for item in body.get("items") or [] if isinstance(item, dict)]
+
     def controller_of(self, namespace: str, name: str) -> str | None:
         """The uid of the controller of an existing CronJob ("" when it has none), None when there is none."""
         with self._call(namespace):

@@ -1,7 +1,9 @@
 """One reconcile of one AppSchedule, and the workers and resync that run them.
 
 A reconcile reads the in-memory view (state.py), calls the pure ``plan`` and writes what it says,
-nothing else: in steady state it makes no request at all. What it writes it also records in the view
+nothing else: in steady state it makes no request at all. The one read: before a status that counts a
+run missed is written, the AppSchedule's Jobs are listed once, so a Job the watch has not delivered yet
+(its stream was down with the API server, or lags) is never counted missed. What it writes it also records in the view
 from the write's response, so the watch echo of its own write wakes nothing.
 
 The resync (every ``resync_seconds``) re-plans from memory the AppSchedules whose next run time has
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +31,7 @@ from urllib3.exceptions import HTTPError
 from . import metrics, naming
 from .api import Cluster, classify, message_of
 from .reconcile import plan
-from .state import LEDGER_FINALIZER, DeploymentMiss, State, World, project_cronjob, project_deployment
+from .state import LEDGER_FINALIZER, DeploymentMiss, State, World, project_cronjob, project_deployment, project_job
 from .workqueue import Key, WorkQueue
 
 log = logging.getLogger("appschedule")
@@ -224,6 +227,14 @@ class Controller:
             return outcome
         view = world.appschedule
         decided = plan(world, now)
+        # about to count a fire missed, from a view the watches keep: a Job for it may be on its way (the watch
+        # was down with the API server, or lags). Read the AppSchedule's Jobs once and plan again.
+        if _missed(decided.status) > _missed(view.status) and await self._confirm_jobs(key):
+            world = await self._world(key)
+            if world is None:
+                return Outcome()
+            view = world.appschedule
+            decided = plan(world, now)
         outcome = Outcome()
         rejected: dict[str, str] = {}
         failed: dict[str, str] = {}
@@ -281,6 +292,16 @@ class Controller:
             raise WriteFailed("; ".join(failed.values()))
         return outcome
 
+    async def _confirm_jobs(self, key: Key) -> bool:
+        """Put the AppSchedule's Jobs, as the API server has them now, in the view; True when that changed it."""
+        bodies = await asyncio.to_thread(self.cluster.list_jobs, key[0], key[1])
+        changed = False
+        for body in bodies:
+            changed |= bool(self.state.put_job(project_job(body)))
+        if changed:
+            log.info("%s/%s: a Job the watch had not delivered yet was found before counting a missed run", *key)
+        return changed
+
     async def _release(self, namespace: str, jobs: list[str]) -> int:
         """Take our finalizer off Jobs the ledger has recorded (or that nobody can record any more)."""
         released = 0
@@ -322,3 +343,13 @@ class Controller:
         if holder != uid:
             raise ApiException(status=409, reason="name taken")
         return await asyncio.to_thread(self.cluster.apply_cronjob, manifest, force=True)
+
+
+def _missed(status: Mapping[str, Any]) -> int:
+    """The missed runs a status counts over all its tasks."""
+    total = 0
+    for task in status.get("tasks") or []:
+        counts = task.get("counts") if isinstance(task, Mapping) else None
+        missed = counts.get("missed") if isinstance(counts, Mapping) else None
+        total += missed if isinstance(missed, int) else 0
+    return total
