@@ -3,8 +3,11 @@
     make bench
 
 1. count_fires over a week of downtime of `* * * * *` (10,080 fires), against enumerating the fires
-   one by one through robfig's Next (the naive way, what a controller replaying history would do).
-2. A no-op reconcile plan of an AppSchedule with 50 tasks, against rendering those 50 CronJobs alone
+   one by one through robfig's Next (the naive way, what a controller replaying history would do), in UTC
+   and in Europe/Berlin across its spring-forward and fall-back days (target: at least 1,000x).
+2. One ledger step of a `* * * * *` task with a day of Jobs, on a daylight-saving day (Europe/Berlin on
+   2026-10-25, America/New_York on 2026-11-01) against the same step the day before (target: at most 2x).
+3. A no-op reconcile plan of an AppSchedule with 50 tasks, against rendering those 50 CronJobs alone
    (the plan's overhead beyond rendering: hashing, comparison, status).
 """
 
@@ -18,10 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from appschedule import schedule
+from appschedule import keys, naming, schedule
+from appschedule.ledger import TaskConfig, advance
 from appschedule.reconcile import plan
 from appschedule.render import render
-from appschedule.state import world_of
+from appschedule.state import JobView, world_of
 
 
 def best(stmt: object, number: int) -> float:
@@ -33,15 +37,50 @@ def enumerate_fires(parsed: schedule.Schedule, start: datetime, end: datetime) -
 
 
 def bench_count() -> None:
-    for zone, start in (("UTC", "2026-06-01"), ("Europe/Berlin", "2026-03-25")):  # the second spans a DST change
+    weeks = (("UTC", "2026-06-01"), ("Europe/Berlin", "2026-03-25"), ("Europe/Berlin", "2026-10-22"))
+    for zone, start in weeks:  # the last two span a daylight-saving change
         minutely = schedule.parse("* * * * *", zone)
         a = datetime.fromisoformat(start).replace(tzinfo=UTC)
         b = a + timedelta(days=7)
         assert schedule.count_fires(minutely, a, b) == sum(1 for _ in schedule.fires_between(minutely, a, b))
         naive = best(partial(enumerate_fires, minutely, a, b), 1)
         fast = best(partial(schedule.count_fires, minutely, a, b), 3)
-        print(f"count a week of * * * * * in {zone:13}  enumerate {naive * 1000:8.1f} ms   "
+        print(f"count a week of * * * * * from {start} in {zone:13}  enumerate {naive * 1000:8.1f} ms   "
               f"count_fires {fast * 1000:7.2f} ms   ratio {naive / fast:6.1f}x")  # fmt: skip
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ledger_step(zone: str, day: datetime) -> float:
+    """The time of one ledger step at 12:00 UTC on ``day``: a `* * * * *` task whose Jobs of the last
+    three hours are all there (the controller's history limits keep a few; a day's worth stresses more)."""
+    config = TaskConfig(task="report", cronjob="shop-report", schedule=schedule.parse("* * * * *", zone))
+    now = day.replace(hour=12)
+    jobs = []
+    for fire in schedule.fires_between(config.schedule, now - timedelta(hours=3), now - timedelta(seconds=30)):
+        created = fire + timedelta(seconds=1)
+        jobs.append(JobView(
+            namespace="shop", name=f"shop-report-{int(fire.timestamp()) // 60}", uid=str(fire), resource_version="1",
+            appschedule="shop", task="report", created=stamp(created),
+            annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(fire),
+                         naming.ANNOTATION_IDEMPOTENCY_KEY: keys.key_of("report", fire)},
+            finalizer=True, deleting=False, active=0, succeeded=1, failed=0, outcome="Complete", reason=None,
+            finish_time=stamp(created + timedelta(seconds=5)),
+        ))  # fmt: skip
+    progress = advance(None, config, [], now - timedelta(hours=3, seconds=30)).status
+    progress = advance(progress, config, jobs[: len(jobs) // 2], now - timedelta(hours=1, minutes=30)).status
+    return best(partial(advance, progress, config, jobs, now), 3)
+
+
+def bench_ledger() -> None:
+    for zone, dst_day in (("Europe/Berlin", "2026-10-25"), ("America/New_York", "2026-11-01")):
+        day = datetime.fromisoformat(dst_day).replace(tzinfo=UTC)
+        ordinary = ledger_step(zone, day - timedelta(days=1))
+        changing = ledger_step(zone, day)
+        print(f"ledger step of * * * * * in {zone:16}  day before {ordinary * 1000:7.2f} ms   "
+              f"{dst_day} {changing * 1000:7.2f} ms   ratio {changing / ordinary:5.2f}x")  # fmt: skip
 
 
 def bench_plan() -> None:
@@ -67,4 +106,5 @@ def bench_plan() -> None:
 
 if __name__ == "__main__":
     bench_count()
+    bench_ledger()
     bench_plan()

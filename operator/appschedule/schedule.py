@@ -8,12 +8,15 @@ prefixed when ``spec.timeZone`` is set) and chains ``Schedule.Next`` from the la
   beyond it: a seconds or year field, ``L W # H``, 7 as Sunday, ``TZ=``/``CRON_TZ=`` prefixes;
 * rejects ``@every``: its fire times depend on when the CronJob was created, so no run could be given
   a stable idempotency key (use ``*/5 * * * *``);
-* expands the fields with croniter, then computes fire times with a literal port of robfig's
-  ``SpecSchedule.Next`` under Go's time rules (``time.Date`` normalisation in a zone). That port is
-  what makes daylight-saving behaviour match: a wall-clock time inside a spring-forward gap does not
-  fire, a wall-clock time repeated at fall-back fires twice, and the odd days of 30-minute zones
-  (Australia/Lord_Howe) come out as the controller has them. ``hack/cronref`` runs robfig itself and
-  the unit tests compare the two;
+* expands the fields with croniter, then computes fire times with robfig's ``SpecSchedule.Next`` under
+  Go's time rules (``time.Date`` normalisation in a zone), its hour, minute and second loops jumping to
+  where robfig's one-step-at-a-time loops stop. That port is what makes daylight-saving behaviour match:
+  a wall-clock time inside a spring-forward gap does not fire, a wall-clock time repeated at fall-back
+  fires twice, and the odd days of 30-minute and midnight transitions (Australia/Lord_Howe, Chile, Cuba)
+  come out as the controller has them. ``hack/cronref`` runs robfig itself and the unit tests compare;
+* counts fires and finds the previous one arithmetically, UTC offset by UTC offset, replaying robfig's
+  chain only across the transitions where it deviates from the wall clock: every function costs
+  O(fields + days + transitions) whatever the zone and the day, never O(seconds or fires);
 * rejects schedules that can never fire (``0 0 31 2 *``), as robfig's ``Next`` gives up after 5 years.
 
 Everything here is pure: times are arguments, never read from a clock. Times are timezone-aware
@@ -258,15 +261,86 @@ def _can_fire(schedule: Schedule) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Go time rules on unix seconds
+# A zone as a table of transitions
+#
+# Offsets are read from a per-year table of the zone's transitions (instant, offset before, offset after),
+# found once per zone and year by probing every 6 hours and bisecting to the second. Two transitions less
+# than 6 hours apart would be missed: no zone in the tz database has them after 1900.
+
+_PROBE = 6 * 3600
+_MIN_UNIX = -62135596800 + 2 * 86400  # 0001-01-03: leaves room for any offset
+_MAX_UNIX = 253402300799 - 2 * 86400  # 9999-12-29
+
+
+def _raw_offset(zone: ZoneInfo, instant: int) -> int:
+    offset = datetime.fromtimestamp(instant, zone).utcoffset()
+    return int(offset.total_seconds()) if offset else 0
+
+
+@lru_cache(maxsize=4096)
+def _year_transitions(zone: ZoneInfo, year: int) -> tuple[tuple[int, int, int], ...]:
+    """(instant, offset before, offset after) of every transition in a UTC calendar year, in order."""
+    start = calendar.timegm((year, 1, 1, 0, 0, 0))
+    end = calendar.timegm((year + 1, 1, 1, 0, 0, 0))
+    found = []
+    low, low_offset = start, _raw_offset(zone, start)
+    while low < end:
+        high = min(low + _PROBE, end)
+        high_offset = _raw_offset(zone, high)
+        if high_offset != low_offset:
+            a, b = low, high  # offset(a) == low_offset, offset(b) != low_offset
+            while b - a > 1:
+                middle = (a + b) // 2
+                if _raw_offset(zone, middle) == low_offset:
+                    a = middle
+                else:
+                    b = middle
+            found.append((b, low_offset, high_offset))
+        low, low_offset = high, high_offset
+    return tuple(found)
+
+
+def _year_of(instant: int) -> int:
+    return datetime.fromtimestamp(min(max(instant, _MIN_UNIX), _MAX_UNIX), UTC).year
+
+
+def _transitions(zone: ZoneInfo | None, start: int, end: int) -> list[tuple[int, int, int]]:
+    """The zone's transitions at instants in [start, end)."""
+    if zone is None:
+        return []
+    result: list[tuple[int, int, int]] = []
+    for year in range(_year_of(start), _year_of(end) + 1):
+        result.extend(t for t in _year_transitions(zone, year) if start <= t[0] < end)
+    return result
 
 
 def _offset(zone: ZoneInfo | None, instant: int) -> int:
     """UTC offset in seconds in effect at a unix instant."""
     if zone is None:
         return 0
-    offset = datetime.fromtimestamp(instant, zone).utcoffset()
-    return int(offset.total_seconds()) if offset else 0
+    instant = min(max(instant, _MIN_UNIX), _MAX_UNIX)
+    table = _year_transitions(zone, _year_of(instant))
+    index = bisect.bisect_right(table, (instant, 1 << 62, 0))
+    if index:
+        return table[index - 1][2]
+    if table:
+        return table[0][1]
+    return _raw_offset(zone, instant)
+
+
+def _segment_end(zone: ZoneInfo | None, instant: int) -> int:
+    """The first transition strictly after ``instant`` (within two years; else a far instant)."""
+    if zone is None:
+        return _MAX_UNIX
+    for year in range(_year_of(instant), _year_of(instant) + 3):
+        for transition in _year_transitions(zone, year):
+            if transition[0] > instant:
+                return transition[0]
+    return instant + 2 * 366 * 86400
+
+
+# ---------------------------------------------------------------------------------------------------
+# Go time rules on unix seconds
 
 
 def _wall(zone: ZoneInfo | None, instant: int) -> tuple[int, int, int, int, int, int, int]:
@@ -297,8 +371,30 @@ def _day_matches(schedule: Schedule, day: date) -> bool:
     return dom or dow
 
 
+def _step(zone: ZoneInfo | None, t: int, size: int, unit: int, modulo: int, stop: int) -> int:
+    """Where robfig's loop ``t += size until field(t) in stop`` ends, in O(transitions crossed).
+
+    ``field(t)`` is the wall-clock ``(t + offset) // unit % modulo``; ``stop`` is a bitmask over its values.
+    Within one offset the loop is arithmetic; at a transition it continues from the first step past it.
+    """
+    while True:
+        offset = _offset(zone, t)
+        end = _segment_end(zone, t)
+        value = (t + offset) // unit % modulo
+        steps = next((k for k in range(1, modulo + 1) if stop >> ((value + k * size // unit) % modulo) & 1), modulo)
+        if t + steps * size < end:
+            return t + steps * size
+        t += -(-(end - t) // size) * size  # the first step at or past the transition
+        if stop >> ((t + _offset(zone, t)) // unit % modulo) & 1:
+            return t
+
+
 def _next(schedule: Schedule, zone: ZoneInfo | None, t: int) -> int | None:
-    """robfig/cron v3.0.1 SpecSchedule.Next, literally (the seconds field is always 0)."""
+    """robfig/cron v3.0.1 SpecSchedule.Next (the seconds field is always 0).
+
+    The month and day loops are literal; the hour, minute and second loops, which robfig runs one step at a
+    time, jump to where that stepping stops (``_step``), so the cost does not grow with the seconds skipped.
+    """
     t += 1
     added = False
     year_limit = _wall(zone, t)[0] + _MAX_YEARS
@@ -334,34 +430,24 @@ def _next(schedule: Schedule, zone: ZoneInfo | None, t: int) -> int | None:
                 break
         if wrapped:
             continue
-        while not schedule.hours >> _wall(zone, t)[3] & 1:
+        if not schedule.hours >> _wall(zone, t)[3] & 1:
             if not added:
                 added = True
                 year, month, day, hour, *_ = _wall(zone, t)
                 t = _go_date(zone, year, month, day, hour, 0, 0)
-            t += 3600
+            t = _step(zone, t, 3600, 3600, 24, schedule.hours | 1)
             if _wall(zone, t)[3] == 0:
-                wrapped = True
-                break
-        if wrapped:
-            continue
-        while not schedule.minutes >> _wall(zone, t)[4] & 1:
+                continue
+        if not schedule.minutes >> _wall(zone, t)[4] & 1:
             if not added:
                 added = True
                 t -= t % 60
-            t += 60
+            t = _step(zone, t, 60, 60, 60, schedule.minutes | 1)
             if _wall(zone, t)[4] == 0:
-                wrapped = True
-                break
-        if wrapped:
-            continue
-        while _wall(zone, t)[5] != 0:
+                continue
+        if _wall(zone, t)[5] != 0:
             added = True
-            t += 1
-            if _wall(zone, t)[5] == 0:
-                wrapped = True
-                break
-        if wrapped:
+            t = _step(zone, t, 1, 1, 60, 1)
             continue
         return t
 
@@ -372,12 +458,260 @@ def _wall_day_matches(schedule: Schedule, zone: ZoneInfo | None, t: int) -> bool
 
 
 # ---------------------------------------------------------------------------------------------------
+# Fires as arithmetic
+#
+# An instant is a *match* when its wall-clock time matches every field at second 0: robfig's Next from the
+# second before returns it at once. Within one UTC offset the matches are wall-clock arithmetic (a day's
+# (hour, minute) pairs); across a transition the wall clock jumps, so a time in a spring-forward gap has no
+# match and a time repeated at fall-back has two. The chain of Next calls the controller makes hits every
+# match, except in robfig's quirks around a transition (Lord Howe's 30-minute shift, a change at midnight)
+# where its walk steps over one: ``_window`` replays the chain across each transition to find those, so
+# the cost is O(fields + days + transitions), never O(seconds or fires).
+
+
+def _wall_matches(schedule: Schedule, wall: int) -> bool:
+    """Whether wall-clock seconds (local time counted as if UTC) match the schedule at second 0."""
+    if wall % 60:
+        return False
+    day, rest = divmod(wall, 86400)
+    return bool(
+        schedule.hours >> rest // 3600 & 1
+        and schedule.minutes >> rest // 60 % 60 & 1
+        and _day_matches(schedule, date.fromordinal(day + _EPOCH_ORDINAL))
+    )
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_MIN_WALL_DAY = 1 - _EPOCH_ORDINAL + 1
+_MAX_WALL_DAY = date(9999, 12, 30).toordinal() - _EPOCH_ORDINAL
+
+
+def _day_of(wall: int) -> date:
+    return date.fromordinal(min(max(wall // 86400, _MIN_WALL_DAY), _MAX_WALL_DAY) + _EPOCH_ORDINAL)
+
+
+def _wall_count(schedule: Schedule, low: int, high: int) -> int:
+    """Matches in wall-clock seconds (low, high]: per day, the (hour, minute) pairs in range."""
+    if high <= low:
+        return 0
+    hours, minutes = schedule.hour_list, schedule.minute_list
+    total = 0
+    day, last = low // 86400, high // 86400
+    while day <= last:
+        if _day_matches(schedule, date.fromordinal(day + _EPOCH_ORDINAL)):
+            base = day * 86400
+            if low < base and base + 86400 <= high:
+                total += len(hours) * len(minutes)
+            else:
+                for hour in hours:
+                    start = base + hour * 3600
+                    if high < start:
+                        break
+                    first = bisect.bisect_right(minutes, (low - start) // 60) if low >= start else 0
+                    total += max(0, bisect.bisect_right(minutes, (high - start) // 60) - first)
+        day += 1
+    return total
+
+
+def _wall_last(schedule: Schedule, high: int, low: int) -> int | None:
+    """The last match in wall-clock seconds (low, high], days scanned backwards."""
+    hours, minutes = schedule.hour_list, schedule.minute_list
+    day = high // 86400
+    while day * 86400 + 86400 > low and day >= _MIN_WALL_DAY:
+        if _day_matches(schedule, date.fromordinal(day + _EPOCH_ORDINAL)):
+            base = day * 86400
+            for hour in reversed(hours):
+                start = base + hour * 3600
+                if start <= high:
+                    index = bisect.bisect_right(minutes, (high - start) // 60)
+                    if index and start + minutes[index - 1] * 60 > low:
+                        return start + minutes[index - 1] * 60
+        day -= 1
+    return None
+
+
+def _wall_first(schedule: Schedule, low: int, high: int) -> int | None:
+    """The first match in wall-clock seconds (low, high], days scanned forwards."""
+    hours, minutes = schedule.hour_list, schedule.minute_list
+    day = low // 86400
+    while day * 86400 <= high and day <= _MAX_WALL_DAY:
+        if _day_matches(schedule, date.fromordinal(day + _EPOCH_ORDINAL)):
+            base = day * 86400
+            for hour in hours:
+                start = base + hour * 3600
+                if start + 3599 > low:
+                    index = bisect.bisect_right(minutes, (low - start) // 60) if low >= start else 0
+                    if index < len(minutes) and start + minutes[index] * 60 <= high:
+                        return start + minutes[index] * 60
+        day += 1
+    return None
+
+
+def _segments(zone: ZoneInfo | None, low: int, high: int) -> list[tuple[int, int, int]]:
+    """(start, end, offset): the stretches of one UTC offset covering instants [low, high)."""
+    pieces = []
+    start = low
+    for instant, _, _ in _transitions(zone, low + 1, high):
+        pieces.append((start, instant, _offset(zone, start)))
+        start = instant
+    pieces.append((start, high, _offset(zone, start)))
+    return pieces
+
+
+def _match_count(schedule: Schedule, zone: ZoneInfo | None, low: int, high: int) -> int:
+    """Matching instants in (low, high]."""
+    if high <= low:
+        return 0
+    return sum(
+        _wall_count(schedule, max(a - 1, low) + offset, min(b - 1, high) + offset)
+        for a, b, offset in _segments(zone, low, high + 1)
+    )
+
+
+_LOOKBACK = 9 * 366 * 86400  # February 29 can be 8 years away
+_LOOKAHEAD = (_MAX_YEARS + 1) * 366 * 86400
+
+
+def _match_last(schedule: Schedule, zone: ZoneInfo | None, at: int, floor: int) -> int | None:
+    """The last matching instant in (floor, at]: stretch by stretch backwards."""
+    end = at + 1
+    while end > floor:
+        start = max(floor, end - 366 * 86400)
+        for a, b, offset in reversed(_segments(zone, start, end)):
+            found = _wall_last(schedule, b - 1 + offset, max(a - 1, floor) + offset)
+            if found is not None:
+                return found - offset
+        end = start
+    return None
+
+
+def _match_first(schedule: Schedule, zone: ZoneInfo | None, after: int, ceiling: int) -> int | None:
+    """The first matching instant in (after, ceiling]."""
+    start = after
+    while start < ceiling:
+        end = min(ceiling, start + 366 * 86400)
+        for a, b, offset in _segments(zone, start, end + 1):
+            found = _wall_first(schedule, max(a - 1, after) + offset, b - 1 + offset)
+            if found is not None:
+                return found - offset
+        start = end
+    return None
+
+
+def _matches_between(schedule: Schedule, zone: ZoneInfo | None, low: int, high: int) -> list[int]:
+    """Every match in (low, high], in order; only called over one window (a few hours, or a few fires)."""
+    found = []
+    current = low
+    while (match := _match_first(schedule, zone, current, high)) is not None:
+        found.append(match)
+        current = match
+    return found
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The controller's chain replayed across one transition, from the match ``start`` at least ``margin``
+    before it to ``end``, the first fire more than ``margin`` after it: ``skipped`` are the matches in
+    between that the chain steps over, ``extra`` the fires it makes that are not matches (its hour loop
+    stepping over a midnight that a gap removed lands on a day the schedule does not name)."""
+
+    start: int
+    end: int
+    skipped: frozenset[int]
+    extra: frozenset[int]
+
+
+@lru_cache(maxsize=8192)
+def _window(schedule: Schedule, transition: int, margin: int) -> _Window:
+    zone = _zone_or_none(schedule)
+    found = _match_last(schedule, zone, transition - margin, transition - _LOOKBACK)
+    start = transition - margin if found is None else found
+    chain = set()
+    current = start
+    while (following := _next(schedule, zone, current)) is not None:
+        chain.add(following)
+        current = following
+        if following > transition + margin:
+            break
+    matches = set(_matches_between(schedule, zone, start, current))
+    return _Window(start, current, frozenset(matches - chain), frozenset(chain - matches))
+
+
+def _quirky(zone: ZoneInfo, instant: int, before: int, after: int) -> bool:
+    """Whether robfig's walk can step over a match, or fire off one, at this transition: a shift by part of
+    an hour (Lord Howe), or wall-clock times next to midnight (Chile, Cuba, Lebanon), where its day loop
+    lands in the gap or the repeated hour and its hour loop can step over midnight. A whole-hour change
+    away from midnight (Europe, North America, Australia's mainland) never does: the property tests
+    (tests/unit/test_schedule_dst.py) check both kinds against the chain."""
+    if (after - before) % 3600:
+        return True
+    return any((instant + offset) // 3600 % 24 in (23, 0, 1) for offset in (before, after))
+
+
+def _quirks(schedule: Schedule, zone: ZoneInfo | None, low: int, high: int) -> tuple[set[int], set[int]]:
+    """The matches in (low, high] the chain steps over, and its fires there that are not matches, from the
+    windows of quirky transitions up to a year before ``low`` (a sparse schedule's window can end that late)."""
+    skipped: set[int] = set()
+    extra: set[int] = set()
+    if zone is None:
+        return skipped, extra
+    for instant, before, after in _transitions(zone, low - 366 * 86400, high + 2 * 86400):
+        if _quirky(zone, instant, before, after):
+            window = _window(schedule, instant, abs(after - before) + 3600)
+            if window.end > low and window.start < high:
+                skipped.update(m for m in window.skipped if low < m <= high)
+                extra.update(m for m in window.extra if low < m <= high)
+    return skipped, extra
+
+
+def _on_chain(schedule: Schedule, zone: ZoneInfo | None, instant: int) -> bool:
+    """Whether the controller's chain, run from long before, fires at ``instant``."""
+    skipped, extra = _quirks(schedule, zone, instant - 1, instant)
+    if instant in extra:
+        return True
+    return instant not in skipped and _wall_matches(schedule, instant + _offset(zone, instant))
+
+
+def _fire_last(schedule: Schedule, zone: ZoneInfo | None, at: int) -> int | None:
+    """The controller's last fire at or before ``at``: the last match its chain does not step over, or
+    a fire it makes off the matches, whichever is later."""
+    floor = at - _LOOKBACK
+    current = at
+    while (found := _match_last(schedule, zone, current, floor)) is not None:
+        if _on_chain(schedule, zone, found):
+            break
+        current = found - 1
+    _, extra = _quirks(schedule, zone, found if found is not None else floor, at)
+    return max(extra, default=found)
+
+
+def _fire_count(schedule: Schedule, zone: ZoneInfo | None, low: int, high: int) -> int:
+    """Fires of the controller's chain in (low, high]: the matches, less those it steps over, plus those
+    it makes off the matches."""
+    skipped, extra = _quirks(schedule, zone, low, high)
+    return _match_count(schedule, zone, low, high) - len(skipped) + len(extra)
+
+
+# ---------------------------------------------------------------------------------------------------
 # Public time functions
+
+
+EARLIEST = datetime(1971, 1, 1, tzinfo=UTC)
+LATEST = datetime(9990, 1, 1, tzinfo=UTC)  # robfig looks 5 years ahead; a zone's year table one more
+
+
+def in_range(moment: datetime) -> bool:
+    """Whether a time is one the functions here accept: from 1971 to 9990 (see ``EARLIEST``, ``LATEST``).
+
+    Times read from the cluster (a Job's name or annotations) are checked with this before they are used."""
+    return moment.tzinfo is not None and EARLIEST <= moment <= LATEST
 
 
 def _unix(moment: datetime) -> int:
     if moment.tzinfo is None:
         raise ValueError("naive datetime: pass a timezone-aware time")
+    if not EARLIEST <= moment <= LATEST:
+        raise ValueError(f"time {moment.isoformat()} is outside {EARLIEST.year}-{LATEST.year}")
     return calendar.timegm(moment.utctimetuple())
 
 
@@ -412,50 +746,16 @@ def _iter_fires(
 
 
 def fires_between(schedule: Schedule, start: datetime, end: datetime) -> Iterator[datetime]:
-    """The fires in (start, end], lazily, chained as the controller does."""
+    """The fires in (start, end], lazily, chained as the controller does (one step per fire: for counting
+    use ``count_fires``)."""
     return _iter_fires(schedule, _unix(start), until=_unix(end))
 
 
-def _day_bounds(zone: ZoneInfo | None, day: date) -> tuple[int, int, bool]:
-    """The instants a local day starts and ends at, and whether its UTC offset holds all day."""
-    following = day + timedelta(days=1)
-    start = _go_date(zone, day.year, day.month, day.day, 0, 0, 0)
-    end = _go_date(zone, following.year, following.month, following.day, 0, 0, 0)
-    regular = end - start == 86400 and _offset(zone, start) == _offset(zone, end - 1) == _offset(zone, end)
-    return start, end, regular
-
-
-_LOOKBACK_DAYS = 9 * 366  # February 29 can be 8 years away
-
-
 def previous_fire(schedule: Schedule, at: datetime) -> datetime | None:
-    """The last fire at or before ``at``: found day by day backwards, at a cost bounded by the days scanned.
-
-    On a regular day the last matching (hour, minute) is computed; a daylight-saving day is replayed
-    through robfig's Next from its start.
-    """
-    zone = _zone_or_none(schedule)
-    end = _unix(at)
-    hours, minutes = schedule.hour_list, schedule.minute_list
-    day = date(*_wall(zone, end)[:3])
-    for _ in range(_LOOKBACK_DAYS):
-        if _day_matches(schedule, day):
-            day_start, _, regular = _day_bounds(zone, day)
-            if regular:
-                for hour in reversed(hours):
-                    base = day_start + hour * 3600
-                    if base <= end:
-                        index = bisect.bisect_right(minutes, (end - base) // 60)
-                        if index:
-                            return _utc(base + minutes[index - 1] * 60)
-            else:
-                last = None
-                for fire in _iter_fires(schedule, day_start - 1, until=end):
-                    last = fire
-                if last is not None:
-                    return last
-        day -= timedelta(days=1)
-    return None
+    """The last fire at or before ``at`` (None if none in 9 years), at a cost bounded by the days scanned
+    back to it and the transitions among them, not by the fires."""
+    found = _fire_last(schedule, _zone_or_none(schedule), _unix(at))
+    return None if found is None else _utc(found)
 
 
 def round_down(schedule: Schedule, at: datetime) -> datetime | None:
@@ -481,61 +781,39 @@ def repeat_of(schedule: Schedule, fire: datetime) -> datetime | None:
 
 
 def count_fires(schedule: Schedule, start: datetime, end: datetime) -> int:
-    """How many fires fall in (start, end], at a cost bounded by the days in the window, not the fires.
+    """How many fires the chain from ``start`` has in (start, end], without one step per fire.
 
-    A day whose UTC offset does not change fires exactly at its matching (hour, minute) pairs, which are
-    counted arithmetically. A day with a daylight-saving change (a few a year) is replayed through
-    robfig's Next from the fire before it, so gaps, repeats and robfig's quirks count as they happen.
+    Fires are counted arithmetically offset by offset (see "Fires as arithmetic"); only where ``start``
+    is next to one of robfig's quirks does the chain from it differ, and it is walked until it meets them.
     """
     zone = _zone_or_none(schedule)
-    lo, hi = _unix(start), _unix(end)
-    if hi <= lo:
+    low, high = _unix(start), _unix(end)
+    if high <= low:
         return 0
-    minutes = schedule.minute_list
-    hours = schedule.hour_list
     total = 0
-    day = date(*_wall(zone, lo)[:3])
-    last_day = date(*_wall(zone, hi)[:3])
-    while day <= last_day:
-        day_start, day_end, regular = _day_bounds(zone, day)
-        if regular:
-            if _day_matches(schedule, day):
-                if lo < day_start and day_end <= hi:
-                    total += len(hours) * len(minutes)
-                else:
-                    for hour in hours:
-                        base = day_start + hour * 3600
-                        first = bisect.bisect_right(minutes, (lo - base) // 60) if lo >= base else 0
-                        if hi >= base:
-                            last = bisect.bisect_right(minutes, (hi - base) // 60)
-                            total += max(0, last - first)
-        else:
-            begin = max(lo, day_start - 1)
-            chain_from = begin
-            before = previous_fire(schedule, _utc(begin))
-            if before is not None:
-                chain_from = _unix(before)
-            stop = min(hi, day_end - 1)
-            total += sum(1 for fire in _iter_fires(schedule, chain_from, until=stop) if _unix(fire) > begin)
-        day += timedelta(days=1)
-    return total
+    fire = _next(schedule, zone, low)
+    while fire is not None and fire <= high and not _on_chain(schedule, zone, fire):
+        total += 1
+        fire = _next(schedule, zone, fire)
+    if fire is None or fire > high:
+        return total
+    return total + 1 + _fire_count(schedule, zone, fire, high)
 
 
 def repeats_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
-    """The fires in (start, end] that repeat an earlier fire's wall-clock time (``repeat_of``): only
-    daylight-saving days are looked at, so the cost is bounded by the days in the window."""
+    """The fires in (start, end] that repeat an earlier fire's wall-clock time (``repeat_of``): only the
+    hour after each fall-back transition is looked at."""
     if not schedule.fixed_hours or schedule.time_zone == "UTC":
         return []
     zone = _zone_or_none(schedule)
-    lo, hi = _unix(start), _unix(end)
+    low, high = _unix(start), _unix(end)
     found: list[datetime] = []
-    day = date(*_wall(zone, lo)[:3])
-    last_day = date(*_wall(zone, hi)[:3])
-    while day <= last_day:
-        day_start, day_end, regular = _day_bounds(zone, day)
-        if not regular:
-            for fire in _iter_fires(schedule, max(lo, day_start - 1), until=min(hi, day_end - 1)):
-                if repeat_of(schedule, fire) is not None:
-                    found.append(fire)
-        day += timedelta(days=1)
+    for instant, before, after in _transitions(zone, low - 86400, high + 86400):
+        if after >= before:
+            continue
+        first, last = max(low, instant - 1), min(high, instant + before - after)
+        skipped, extra = _quirks(schedule, zone, first, last)
+        for fire in sorted((set(_matches_between(schedule, zone, first, last)) - skipped) | extra):
+            if repeat_of(schedule, _utc(fire)) is not None:
+                found.append(_utc(fire))
     return found
