@@ -11,6 +11,10 @@ A Job's *scheduled time* (DESIGN "The environment of every run"), in order of tr
 
 At a daylight-saving fall-back a fixed-hour schedule fires twice for one wall-clock time (two UTC
 instants); the second fire takes the first one's time, so both Jobs carry one key.
+
+Everything here reads what anyone who may create Jobs can write: nothing raises. A time that is not RFC
+3339, or outside the years schedule.py computes in (1970 to 9990), is ignored and said in
+``Scheduled.problem``; the ledger then reports that Job instead of filing it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from . import naming
-from .schedule import Schedule, repeat_of, round_down
+from .schedule import EARLIEST, LATEST, Schedule, in_range, repeat_of, round_down
 
 FINALIZER = f"{naming.GROUP}/ledger"
 SOURCES = ("annotation", "controller", "name", "created")
@@ -32,14 +36,17 @@ def rfc3339(moment: datetime) -> str:
 
 
 def parse_time(text: object) -> datetime | None:
-    """An RFC 3339 time (``Z`` or an offset), None when ``text`` is not one."""
-    if not isinstance(text, str) or not text:
+    """An RFC 3339 time (``Z`` or an offset) in the years schedule.py computes in, None otherwise."""
+    if not isinstance(text, str) or not text or len(text) > 64:
         return None
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        if moment.tzinfo is None:
+            return None
+        moment = moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         return None
-    return moment.astimezone(UTC) if moment.tzinfo else None
+    return moment if in_range(moment) else None
 
 
 def key_of(task: str, scheduled: datetime) -> str:
@@ -55,13 +62,17 @@ def time_from_name(job: str, cronjob: str | None = None) -> datetime | None:
     match = _SUFFIX.match(job)
     if match is None or (cronjob is not None and match["cronjob"] != cronjob):
         return None
-    return datetime.fromtimestamp(int(match["minutes"]) * 60, UTC)
+    seconds = int(match["minutes"]) * 60
+    if not EARLIEST.timestamp() <= seconds <= LATEST.timestamp():
+        return None
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 @dataclass(frozen=True)
 class Scheduled:
     time: datetime
     source: str  # one of SOURCES
+    problem: str | None = None  # what was ignored: an annotation or a name that is not a time in range
 
     def key(self, task: str) -> str:
         return key_of(task, self.time)
@@ -79,24 +90,33 @@ def scheduled_time(
 
     ``schedule`` may be None (a schedule that no longer parses): the time is then taken as given, and a
     hand-made Job's is its creation time to the minute."""
+    problems = []
+    for name in (naming.ANNOTATION_SCHEDULED_TIME, naming.CRONJOB_SCHEDULED_TIMESTAMP):
+        given = annotations.get(name)
+        if given and parse_time(given) is None:
+            problems.append(f"annotation {name}={str(given)[:64]!r} is not an RFC 3339 time between 1970 and 9990")
+    if cronjob and job_name.startswith(f"{cronjob}-") and _SUFFIX.match(job_name) and not time_from_name(job_name):
+        problems.append(f"name {job_name!r} ends in minutes past the year 9990")
+    problem = "; ".join(problems) or None
     ours = parse_time(annotations.get(naming.ANNOTATION_SCHEDULED_TIME))
     if ours is not None:
-        return Scheduled(ours, "annotation")  # folded when it was set
+        return Scheduled(ours, "annotation", problem)  # folded when it was set
     found: Scheduled | None = None
     controller = parse_time(annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP))
     if controller is not None:
-        found = Scheduled(controller, "controller")
+        found = Scheduled(controller, "controller", problem)
     else:
         named = time_from_name(job_name, cronjob) if cronjob else None
         if named is not None:
-            found = Scheduled(named, "name")
+            found = Scheduled(named, "name", problem)
     if found is None:
+        created = created if in_range(created) else datetime(1970, 1, 1, tzinfo=UTC)
         rounded = round_down(schedule, created) if schedule is not None else None
-        return Scheduled(rounded or created.replace(second=0, microsecond=0), "created")
+        return Scheduled(rounded or created.replace(second=0, microsecond=0), "created", problem)
     if schedule is not None:
         first = repeat_of(schedule, found.time)
         if first is not None:
-            return Scheduled(first, found.source)
+            return Scheduled(first, found.source, problem)
     return found
 
 

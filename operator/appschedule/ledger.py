@@ -28,6 +28,10 @@ when a history limit deletes that Job before the fire is settled; a Job whose
 time is older than ``trackingSince`` (before the task's schedule or time zone last changed) is not
 counted at all.
 
+A Job whose time cannot be read (an annotation that is not an RFC 3339 time, a name or time past the
+years schedule.py computes in: keys.py says what) is not filed: it is reported once (``OddJob``, its
+record says so while it exists) and its finalizer released, and every other Job and task goes on.
+
 Known limits: a hand-made Job for a time already settled as missed counts as a run (the time stays
 missed); a duplicate is recognised against the Jobs that still exist and the last 10 runs.
 """
@@ -65,7 +69,7 @@ class TaskConfig:
 @dataclass(frozen=True)
 class LedgerEvent:
     type: str  # Normal | Warning
-    reason: str  # MissedRun, RunLate, DuplicateRun, RunFailed, StuckRun, RunNotStarted, KeyNotInjected
+    reason: str  # MissedRun, RunLate, DuplicateRun, RunFailed, StuckRun, RunNotStarted, KeyNotInjected, OddJob
     task: str
     count: int
     message: str
@@ -87,6 +91,12 @@ def _t(text: str | None) -> datetime | None:
 
 def _s(moment: datetime) -> str:
     return keys.rfc3339(moment)
+
+
+def _clean(text: str | None) -> str | None:
+    """A time read from a Job, written back only as the RFC 3339 it parses to (never as given)."""
+    moment = _t(text)
+    return None if moment is None else _s(moment)
 
 
 def job_time(job: JobView, config: TaskConfig) -> keys.Scheduled:
@@ -143,11 +153,18 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
 
     # -- Jobs first seen: a run, or a duplicate of one
     timed = {job.name: job_time(job, config) for job in jobs}
-    run_times = {r.scheduled_time for r in records.values()} | {
+    run_times = {r.scheduled_time for r in records.values() if not r.odd} | {
         t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
     }
     for job in sorted(jobs, key=lambda j: (j.created, j.name)):
         if job.name in records:
+            continue
+        problem = timed[job.name].problem
+        if problem is not None:  # reported once (its record says so while it exists), never filed
+            event("OddJob", f"{job.name}: {problem}")
+            records[job.name] = JobRecord(name=job.name, scheduled_time=_s(now), odd=problem[:512])
+            if job.finalizer:
+                result.release.append(job.name)
             continue
         scheduled = timed[job.name].time
         if scheduled < since:  # before tracking began: not counted; let it go when it is done
@@ -165,7 +182,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             if stamp in recent:
                 old = recent[stamp]
                 recent[stamp] = old.model_copy(update={"duplicates": (old.duplicates or 0) + 1})
-            records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, active_from=job.created or None)
+            records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, active_from=_clean(job.created))
             continue
         created = _t(job.created) or now
         delay = max(0, int((created - scheduled).total_seconds()))
@@ -173,16 +190,22 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         if delay > config.grace:
             counts["late"] += 1
         recent[stamp] = RunRecord(
-            key=key, job=job.name, scheduled_time=stamp, state="Active", start_time=job.created or None,
+            key=key, job=job.name, scheduled_time=stamp, state="Active", start_time=_clean(job.created),
             delay_seconds=delay, attempts=0, key_injected=None if injected else False,
         )  # fmt: skip
-        records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, run=True, active_from=job.created or None)
+        records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, run=True, active_from=_clean(job.created))
         run_times.add(stamp)
 
     # -- outcomes of the Jobs counted
     by_name = {job.name: job for job in jobs}
     for name, record in list(records.items()):
         seen = by_name.get(name)
+        if record.odd:
+            if seen is None:
+                del records[name]
+            elif seen.finalizer and name not in result.release:
+                result.release.append(name)
+            continue
         stamp = record.scheduled_time
         run = recent.get(stamp) if record.run else None
         if run is not None and run.job != name:
@@ -200,7 +223,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         attempts = seen.active + seen.succeeded + seen.failed
         if run is not None:
             run = run.model_copy(update={"attempts": attempts, "state": _state(seen),
-                                         "finish_time": seen.finish_time or run.finish_time})  # fmt: skip
+                                         "finish_time": _clean(seen.finish_time) or run.finish_time})  # fmt: skip
             recent[stamp] = run
         key = keys.key_of(config.task, _t(stamp) or now)
         if record.finished:
@@ -230,7 +253,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
                 record = record.model_copy(update={"stuck": True})
                 if run is not None:
                     recent[stamp] = recent[stamp].model_copy(update={"stuck": True})
-            records[name] = record.model_copy(update={"finished": True, "active_until": seen.finish_time})
+            records[name] = record.model_copy(update={"finished": True, "active_until": _clean(seen.finish_time)})
             if seen.finalizer:
                 result.release.append(name)
             continue
@@ -267,7 +290,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         spans[-1] = (spans[-1][0], now)
 
     # -- settle the times no Job can come for any more
-    job_times = {_t(r.scheduled_time) for r in records.values()}
+    job_times = {_t(r.scheduled_time) for r in records.values() if not r.odd}
     latest = previous_fire(schedule, now - SETTLE_SLACK)
     until = checked
     if latest is not None and latest > checked:
@@ -289,7 +312,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         reasons += [(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)]
         # and the Jobs already gone (released and deleted by a history limit) whose span is not settled yet
         reasons += [
-            (start, end) for r in records.values() if r.name not in by_name
+            (start, end) for r in records.values() if r.name not in by_name and not r.odd
             for start, end in [(_t(r.active_from), _t(r.active_until))] if start is not None and end is not None
         ]  # fmt: skip
     blocked = _merge(reasons)
@@ -416,6 +439,7 @@ MESSAGE_MAX = 1024
 _TITLES = {
     "RunLate": "run late", "DuplicateRun": "duplicate run", "RunFailed": "run failed", "StuckRun": "run stuck",
     "RunNotStarted": "run not started",
+    "OddJob": "Job not filed, its time cannot be read (its finalizer is released)",
     "KeyNotInjected": "Job admitted without its idempotency key (the webhook did not run; the app can derive "
     "the key with `python -m appschedule key`)",
 }  # fmt: skip

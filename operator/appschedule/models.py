@@ -309,6 +309,12 @@ class JobRecord(Model):
         description="When it finished. Under Forbid the fires between its creation and its end are skipped, "
         "not missed: the record is kept until they are settled, also once the Job is gone.",
     )
+    odd: str | None = Field(
+        None,
+        max_length=512,
+        description="Not filed: what is wrong with it (a time annotation or name that is not a time the "
+        "ledger can use). Reported once with a Warning Event and its finalizer released; not a run.",
+    )
 
 
 class Suspension(Model):

@@ -696,12 +696,12 @@ def _fire_count(schedule: Schedule, zone: ZoneInfo | None, low: int, high: int) 
 # Public time functions
 
 
-EARLIEST = datetime(1971, 1, 1, tzinfo=UTC)
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9990, 1, 1, tzinfo=UTC)  # robfig looks 5 years ahead; a zone's year table one more
 
 
 def in_range(moment: datetime) -> bool:
-    """Whether a time is one the functions here accept: from 1971 to 9990 (see ``EARLIEST``, ``LATEST``).
+    """Whether a time is one the functions here accept: from 1970 to 9990 (see ``EARLIEST``, ``LATEST``).
 
     Times read from the cluster (a Job's name or annotations) are checked with this before they are used."""
     return moment.tzinfo is not None and EARLIEST <= moment <= LATEST

@@ -37,6 +37,15 @@ def _dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    """A string field of an object a client wrote: a string, or None (never a number or a map made text)."""
+    return value if isinstance(value, str) and value else None
+
+
 def newer_or_same(new: str, old: str) -> bool:
     """Whether resourceVersion ``new`` is not older than ``old``. They are opaque to clients but are
     etcd revisions in practice; when either is not a number the new one is taken."""
@@ -145,9 +154,13 @@ class CronJobView:
     last_schedule_time: str | None
 
     def ours(self, view: AppScheduleView) -> bool:
-        """Controlled by this AppSchedule, or carrying its label with no controller at all (an owner
-        reference removed by hand): ours to apply, and to put the reference back on."""
-        return self.controller == view.uid or (self.controller == "" and self.appschedule == view.name)
+        """Controlled by this AppSchedule, or, with no controller at all (an owner reference removed by
+        hand), carrying its label and the name of a task it declares: ours to apply, and to put the
+        reference back on. An ownerless CronJob with our labels under any other name is not adopted (its
+        labels are anyone's to write: adopting it would list a task nobody declared)."""
+        if self.controller == view.uid:
+            return True
+        return self.controller == "" and self.appschedule == view.name and self.name in view.cronjob_names()
 
     def same_except_version(self, other: CronJobView) -> bool:
         return (self.uid, self.metadata, self.spec, self.last_schedule_time) == (
@@ -163,7 +176,7 @@ class CronJobView:
 def project_cronjob(body: Mapping[str, Any]) -> CronJobView:
     meta = _dict(body.get("metadata"))
     labels = {str(k): str(v) for k, v in _dict(meta.get("labels")).items()}
-    owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, Mapping)]
+    owners = [o for o in _list(meta.get("ownerReferences")) if isinstance(o, Mapping)]
     controller = next((str(o.get("uid")) for o in owners if o.get("controller")), "")
     kept = {"labels": labels, "annotations": _dict(meta.get("annotations")), "ownerReferences": owners}
     return CronJobView(
@@ -176,7 +189,7 @@ def project_cronjob(body: Mapping[str, Any]) -> CronJobView:
         controller=controller,
         metadata={k: v for k, v in kept.items() if v},
         spec=_dict(body.get("spec")),
-        last_schedule_time=_dict(body.get("status")).get("lastScheduleTime"),
+        last_schedule_time=_text(_dict(body.get("status")).get("lastScheduleTime")),
     )
 
 
@@ -214,19 +227,24 @@ class JobView:
         return {**self.__dict__, "resource_version": ""} == {**other.__dict__, "resource_version": ""}
 
 
+def _count(value: object) -> int:
+    """A count from a Job's status; anything else (it can be anything a client wrote) is 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31 else 0
+
+
 def project_job(body: Mapping[str, Any]) -> JobView:
     meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
     labels = _dict(meta.get("labels"))
     annotations = _dict(meta.get("annotations"))
     outcome = reason = finish = None
-    for condition in status.get("conditions") or []:
+    for condition in _list(status.get("conditions")):
         if (
             isinstance(condition, Mapping)
             and condition.get("status") == "True"
             and condition.get("type") in ("Complete", "Failed")
         ):
-            outcome, reason = str(condition["type"]), condition.get("reason")
-            finish = condition.get("lastTransitionTime")
+            outcome, reason = str(condition["type"]), _text(condition.get("reason"))
+            finish = _text(condition.get("lastTransitionTime"))
     return JobView(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
@@ -236,14 +254,14 @@ def project_job(body: Mapping[str, Any]) -> JobView:
         task=str(labels.get(naming.LABEL_TASK) or ""),
         created=str(meta.get("creationTimestamp") or ""),
         annotations={k: str(annotations[k]) for k in JOB_ANNOTATIONS if k in annotations},
-        finalizer=LEDGER_FINALIZER in (meta.get("finalizers") or []),
+        finalizer=isinstance(meta.get("finalizers"), list) and LEDGER_FINALIZER in meta["finalizers"],
         deleting=bool(meta.get("deletionTimestamp")),
-        active=int(status.get("active") or 0),
-        succeeded=int(status.get("succeeded") or 0),
-        failed=int(status.get("failed") or 0),
+        active=_count(status.get("active")),
+        succeeded=_count(status.get("succeeded")),
+        failed=_count(status.get("failed")),
         outcome=outcome,
         reason=str(reason) if reason else None,
-        finish_time=str(status.get("completionTime") or finish or "") or None,
+        finish_time=_text(status.get("completionTime")) or finish,
     )
 
 

@@ -40,10 +40,14 @@ def _dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _env_of(containers: list[Any]) -> dict[str, str]:
     """The literal env values of the first container that has them (the task's container)."""
     for container in containers:
-        values = {str(v.get("name")): str(v.get("value")) for v in _dict(container).get("env") or []
+        values = {str(v.get("name")): str(v.get("value")) for v in _list(_dict(container).get("env"))
                   if isinstance(v, Mapping) and "value" in v}  # fmt: skip
         if "APPSCHEDULE_SCHEDULE" in values:
             return values
@@ -58,8 +62,8 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     if not isinstance(task, str) or not task:
         return {}
     pod = _dict(_dict(_dict(job.get("spec")).get("template")).get("spec"))
-    containers = [c for c in pod.get("containers") or [] if isinstance(c, Mapping)]
-    init = [c for c in pod.get("initContainers") or [] if isinstance(c, Mapping)]
+    containers = [c for c in _list(pod.get("containers")) if isinstance(c, Mapping)]
+    init = [c for c in _list(pod.get("initContainers")) if isinstance(c, Mapping)]
     env = _env_of(containers)
     try:
         schedule = parse(env["APPSCHEDULE_SCHEDULE"], env.get("APPSCHEDULE_TIME_ZONE") or "UTC")
@@ -67,7 +71,7 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         schedule = None
     appschedule = labels.get(naming.LABEL_APPSCHEDULE)
     cronjob = naming.cronjob_name(str(appschedule), task) if appschedule else None
-    owner = next((o for o in meta.get("ownerReferences") or [] if _dict(o).get("kind") == "CronJob"), None)
+    owner = next((o for o in _list(meta.get("ownerReferences")) if _dict(o).get("kind") == "CronJob"), None)
     if owner is not None:
         cronjob = str(_dict(owner).get("name") or cronjob)
     created = keys.parse_time(meta.get("creationTimestamp")) or now.astimezone(UTC)
@@ -79,17 +83,18 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     spec_patch: dict[str, Any] = {"containers": [keys.with_env(c, added) for c in containers]}
     if init:
         spec_patch["initContainers"] = [keys.with_env(c, added) for c in init]
-    finalizers = [str(f) for f in meta.get("finalizers") or []]
-    return {
-        "metadata": {
-            "annotations": {
-                naming.ANNOTATION_SCHEDULED_TIME: keys.rfc3339(scheduled.time),
-                naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task),
-            },
-            "finalizers": finalizers if LEDGER_FINALIZER in finalizers else [*finalizers, LEDGER_FINALIZER],
+    metadata: dict[str, Any] = {
+        "annotations": {
+            naming.ANNOTATION_SCHEDULED_TIME: keys.rfc3339(scheduled.time),
+            naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task),
         },
-        "spec": {"template": {"spec": spec_patch}},
     }
+    # the ledger's finalizer only on a Job the ledger will file: one of an AppSchedule's tasks (both labels)
+    finalizers = meta.get("finalizers")
+    finalizers = [str(f) for f in finalizers] if isinstance(finalizers, list) else []
+    if isinstance(appschedule, str) and appschedule and LEDGER_FINALIZER not in finalizers:
+        metadata["finalizers"] = [*finalizers, LEDGER_FINALIZER]
+    return {"metadata": metadata, "spec": {"template": {"spec": spec_patch}}}
 
 
 def check_appschedule(appschedule: Mapping[str, Any]) -> str | None:
