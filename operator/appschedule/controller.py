@@ -21,8 +21,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from kubernetes.client.rest import ApiException
@@ -30,7 +32,7 @@ from urllib3.exceptions import HTTPError
 
 from . import metrics, naming
 from .api import Cluster, classify, message_of
-from .reconcile import plan
+from .reconcile import Plan, plan
 from .state import LEDGER_FINALIZER, DeploymentMiss, State, World, project_cronjob, project_deployment, project_job
 from .workqueue import Key, WorkQueue
 
@@ -88,6 +90,11 @@ class Controller:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
     timers: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # when time alone changes a ledger
+    # plans run here, off the event loop: one thread per worker, so a plan never waits for another's thread
+    _planner: ThreadPoolExecutor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._planner = ThreadPoolExecutor(max_workers=max(1, self.options.workers), thread_name_prefix="plan")
 
     def wake(self, keys: set[Key], *, urgent: bool = True) -> None:
         for key in keys:
@@ -113,6 +120,7 @@ class Controller:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        self._planner.shutdown(wait=False, cancel_futures=True)
 
     def health(self) -> dict[str, Any]:
         """For the liveness probe: raises when a worker is stuck (a request or reconcile far past every timeout)."""
@@ -226,7 +234,7 @@ class Controller:
                 metrics.forget(key[0], key[1], {j.task for j in self.state.jobs_of(key)})
             return outcome
         view = world.appschedule
-        decided = plan(world, now)
+        decided = await self._plan(world, now)
         # about to count a fire missed, from a view the watches keep: a Job for it may be on its way (the watch
         # was down with the API server, or lags). Read the AppSchedule's Jobs once and plan again.
         if _missed(decided.status) > _missed(view.status) and await self._confirm_jobs(key):
@@ -234,7 +242,7 @@ class Controller:
             if world is None:
                 return Outcome()
             view = world.appschedule
-            decided = plan(world, now)
+            decided = await self._plan(world, now)
         outcome = Outcome()
         rejected: dict[str, str] = {}
         failed: dict[str, str] = {}
@@ -266,7 +274,7 @@ class Controller:
             if fresh is None:
                 return outcome
             world = fresh
-            decided = plan(world, now, rejected=rejected, failed=failed)
+            decided = await self._plan(world, now, rejected=rejected, failed=failed)
         for name in decided.delete:
             cronjob = world.cronjobs[name]
             await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, name, cronjob.uid)
@@ -291,6 +299,12 @@ class Controller:
         if failed:
             raise WriteFailed("; ".join(failed.values()))
         return outcome
+
+    async def _plan(self, world: World, now: datetime, **given: Any) -> Plan:
+        """plan() in a worker thread: the event loop also answers both admission webhooks and the liveness
+        probe, and a plan is CPU (rendering, the ledger) that must never make them wait. ``world`` is a
+        snapshot of immutable views, so the thread shares nothing with the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._planner, partial(plan, world, now, **given))
 
     async def _confirm_jobs(self, key: Key) -> bool:
         """Put the AppSchedule's Jobs, as the API server has them now, in the view; True when that changed it."""

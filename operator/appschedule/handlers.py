@@ -36,6 +36,7 @@ import asyncio
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -248,7 +249,8 @@ async def check_appschedules(body: kopf.Body, userinfo: kopf.UserInfo, memo: Any
     namespace = str(body.get("metadata", {}).get("namespace") or "")
     review = webhooks.job_access_review(userinfo, namespace)
     try:
-        status = await asyncio.to_thread(_controller(memo).cluster.review_access, review)
+        loop = asyncio.get_running_loop()
+        status = await loop.run_in_executor(_REVIEWS, _controller(memo).cluster.review_access, review)
     except Exception as error:  # fail closed: the check is what stands between this user and running Jobs
         log.warning("SubjectAccessReview for %s failed: %s", userinfo.get("username"), error)
         message = f"could not check that {userinfo.get('username')} may create Jobs in namespace {namespace}"
@@ -257,6 +259,10 @@ async def check_appschedules(body: kopf.Body, userinfo: kopf.UserInfo, memo: Any
     if refusal:
         raise kopf.AdmissionError(refusal, code=403)
 
+
+# SubjectAccessReviews get threads of their own: a review never queues behind the controller's API calls, which
+# share the default executor; each is bounded by api.REVIEW_TIMEOUT, well within the webhook's timeoutSeconds
+_REVIEWS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="review")
 
 WEBHOOKS = ("keys", "validation")
 
