@@ -171,8 +171,14 @@ class Cluster:
                     raise
 
     def release_job(self, namespace: str, name: str, finalizer: str) -> dict[str, Any] | None:
-        """Remove our finalizer from a Job (the ledger has recorded it); None when the Job is gone."""
-        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [finalizer]}}
+        """Remove our finalizer from a Job and mark it filed (the ledger is done with it: a status that lists
+        only a few Jobs needs the Job to say so), in one patch; None when the Job is gone."""
+        patch = {
+            "metadata": {
+                "$deleteFromPrimitiveList/finalizers": [finalizer],
+                "annotations": {naming.ANNOTATION_FILED: "true"},
+            }
+        }
         with self._call(namespace):
             try:
                 return self._json(self.batch.patch_namespaced_job(

@@ -32,6 +32,7 @@ from urllib3.exceptions import HTTPError
 
 from . import metrics, naming
 from .api import Cluster, classify, message_of
+from .events import Event
 from .reconcile import Plan, plan
 from .state import LEDGER_FINALIZER, DeploymentMiss, State, World, project_cronjob, project_deployment, project_job
 from .workqueue import Key, WorkQueue
@@ -283,7 +284,14 @@ class Controller:
         appschedule = world.appschedule.as_object()
         metrics.track(key[0], key[1], view.status)
         if decided.status_changed:
-            body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
+            try:
+                body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
+            except ApiException as error:
+                if not _refused_status(error):
+                    raise
+                await self._status_refused(key, appschedule, error, now)
+                outcome.status = 0
+                return outcome
             self.state.stored_status(key, body.get("status") or {}, str(body["metadata"]["resourceVersion"]))
             outcome.status = 1
             metrics.record_status(key[0], key[1], view.status, body.get("status") or {})
@@ -299,6 +307,25 @@ class Controller:
         if failed:
             raise WriteFailed("; ".join(failed.values()))
         return outcome
+
+    async def _status_refused(
+        self, key: Key, appschedule: Mapping[str, Any], error: ApiException, now: datetime
+    ) -> None:
+        """The API server refused the status (too large, or invalid): nothing the ledger decides can be
+        recorded. Say so (a Warning Event, a metric, the log), let go of every Job held for the ledger (a Job
+        whose run cannot be recorded must not stay undeletable), and go on: the CronJobs are already applied."""
+        why = f"{error.status} {error.reason}: {message_of(error)}"[:900]
+        log.error("%s/%s: the API server refused the status (%s); runs are not being recorded", *key, why)
+        metrics.STATUS_REFUSED.labels(*key).inc()
+        holding = [j.name for j in self.state.jobs_of(key) if j.finalizer]
+        await self._release(key[0], holding)
+        message = (f"the API server refused the status ({why}); runs are not being recorded and {len(holding)} "
+                   "Job(s) were let go; the CronJobs are reconciled as usual")  # fmt: skip
+        event = Event("Warning", "StatusRefused", message)
+        try:
+            await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)
+        except ApiException as failure:
+            log.warning("could not post event StatusRefused on %s/%s: %s", *key, failure.reason)
 
     async def _plan(self, world: World, now: datetime, **given: Any) -> Plan:
         """plan() in a worker thread: the event loop also answers both admission webhooks and the liveness
@@ -357,6 +384,13 @@ class Controller:
         if holder != uid:
             raise ApiException(status=409, reason="name taken")
         return await asyncio.to_thread(self.cluster.apply_cronjob, manifest, force=True)
+
+
+def _refused_status(error: ApiException) -> bool:
+    """A status write the API server will refuse again: too large (413, or etcd's limit as a 500), invalid (422)."""
+    if error.status in (413, 422):
+        return True
+    return error.status == 500 and "too large" in str(error.body or error.reason or "").lower()
 
 
 def _missed(status: Mapping[str, Any]) -> int:

@@ -22,9 +22,13 @@ How each expected time ends, exactly once:
 A time is *settled* (missed or skipped) only when no Job can come for it any more; ``checkedUntil``
 says how far that has got, so a restart neither loses nor counts again. Settling a window costs
 arithmetic (``count_fires``), not one step per fire: a week of ``* * * * *`` is one step. Jobs already
-counted are remembered by name in ``jobs`` while they exist, so no Job is counted twice, and with the span
-they were active until the fires in it are settled, so a fire a Job blocked under ``Forbid`` stays skipped
-when a history limit deletes that Job before the fire is settled; a Job whose
+counted are remembered by name in ``jobs`` until they are filed, so no Job is counted twice, and with the
+span they were active until the fires in it are settled, so a fire a Job blocked under ``Forbid`` stays
+skipped when a history limit deletes that Job before the fire is settled. The status lists at most
+``JOBS_MAX`` Jobs (its size is bounded: models.py): a Job whose outcome is counted is *filed*, marked so on
+itself (``appschedule.dev/filed``) in the patch that releases its finalizer, and its record goes once the view
+shows the mark. A Job beyond what the status can remember waits, uncounted but never counted missed, until
+a record is free (at most ``ACTIVE_MAX`` records go to active Jobs, so a finished Job always gets in). A Job whose
 time is older than ``trackingSince`` (before the task's schedule or time zone last changed) is not
 counted at all.
 
@@ -38,18 +42,20 @@ missed); a duplicate is recognised against the Jobs that still exist and the las
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from . import keys, naming
-from .models import Counts, JobRecord, RunRecord, Suspension, TaskStatus
+from .models import JOBS_MAX, NAME_MAX, SUSPENSIONS_MAX, Counts, JobRecord, RunRecord, Suspension, TaskStatus
 from .schedule import Schedule, count_fires, next_fire, previous_fire, repeat_of, repeats_between
 from .state import JobView
 
 SETTLE_SLACK = timedelta(seconds=15)  # how long after its time a Job may still appear in our view
 RECENT = 10
 WALK_LIMIT = 500  # fires walked back to find the latest missed times
+ACTIVE_MAX = JOBS_MAX - 2  # records for active Jobs: the rest are kept for Jobs that end, so they always get in
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,18 @@ class Advance:
     finished: list[tuple[str, float]] = field(default_factory=list)  # (result, seconds) of runs that ended
     wake_at: datetime | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) for RunsHealthy
+
+
+def record_name(name: str) -> str:
+    """A Job's name as the status holds it: as it is up to 63 characters, else cut and given a hash."""
+    if len(name) <= NAME_MAX and name.isascii():
+        return name
+    cut = name[: NAME_MAX - 11].encode("ascii", "replace").decode()
+    return f"{cut}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
+
+
+def _ascii(text: str, limit: int) -> str:
+    return text.encode("ascii", "backslashreplace").decode()[:limit]
 
 
 def _t(text: str | None) -> datetime | None:
@@ -151,25 +169,36 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     def event(reason: str, text: str) -> None:
         events.setdefault(reason, []).append(text)
 
-    # -- Jobs first seen: a run, or a duplicate of one
-    timed = {job.name: job_time(job, config) for job in jobs}
-    run_times = {r.scheduled_time for r in records.values() if not r.odd} | {
+    # -- Jobs first seen: a run, or a duplicate of one. A Job the ledger is done with says so itself
+    # (ANNOTATION_FILED, set when its finalizer went); the status remembers at most JOBS_MAX others: a Job
+    # beyond them waits, uncounted but not missed, until one of those is filed.
+    by_name = {record_name(job.name): job for job in jobs}
+    timed = {name: job_time(job, config) for name, job in by_name.items()}
+    filed = {name for name, job in by_name.items() if job.annotations.get(naming.ANNOTATION_FILED)}
+    run_times = {r.scheduled_time for r in records.values()} | {
         t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
     }
-    for job in sorted(jobs, key=lambda j: (j.created, j.name)):
-        if job.name in records:
+    waiting: set[datetime] = set()  # times of Jobs not counted yet (no room in the status): not missed either
+    for name in filed - records.keys():
+        if timed[name].problem is None and timed[name].time >= since:
+            run_times.add(_s(timed[name].time))
+    for job in sorted(by_name.values(), key=lambda j: (j.created, j.name)):
+        name = record_name(job.name)
+        if name in records or name in filed:
             continue
-        problem = timed[job.name].problem
-        if problem is not None:  # reported once (its record says so while it exists), never filed
+        problem = timed[name].problem
+        if problem is not None:  # reported once: the release marks it filed
             event("OddJob", f"{job.name}: {problem}")
-            records[job.name] = JobRecord(name=job.name, scheduled_time=_s(now), odd=problem[:512])
-            if job.finalizer:
-                result.release.append(job.name)
+            result.release.append(job.name)
             continue
-        scheduled = timed[job.name].time
+        scheduled = timed[name].time
         if scheduled < since:  # before tracking began: not counted; let it go when it is done
             if job.finalizer and (job.outcome or job.deleting):
                 result.release.append(job.name)
+            continue
+        active = sum(1 for r in records.values() if not r.finished)
+        if len(records) >= JOBS_MAX or (not (job.outcome or job.deleting) and active >= ACTIVE_MAX):
+            waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
             continue
         key = keys.key_of(config.task, scheduled)
         stamp = _s(scheduled)
@@ -182,7 +211,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             if stamp in recent:
                 old = recent[stamp]
                 recent[stamp] = old.model_copy(update={"duplicates": (old.duplicates or 0) + 1})
-            records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, active_from=_clean(job.created))
+            records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
             continue
         created = _t(job.created) or now
         delay = max(0, int((created - scheduled).total_seconds()))
@@ -190,21 +219,17 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         if delay > config.grace:
             counts["late"] += 1
         recent[stamp] = RunRecord(
-            key=key, job=job.name, scheduled_time=stamp, state="Active", start_time=_clean(job.created),
+            key=key, job=name, scheduled_time=stamp, state="Active", start_time=_clean(job.created),
             delay_seconds=delay, attempts=0, key_injected=None if injected else False,
         )  # fmt: skip
-        records[job.name] = JobRecord(name=job.name, scheduled_time=stamp, run=True, active_from=_clean(job.created))
+        records[name] = JobRecord(name=name, scheduled_time=stamp, run=True, active_from=_clean(job.created))
         run_times.add(stamp)
 
     # -- outcomes of the Jobs counted
-    by_name = {job.name: job for job in jobs}
     for name, record in list(records.items()):
         seen = by_name.get(name)
-        if record.odd:
-            if seen is None:
-                del records[name]
-            elif seen.finalizer and name not in result.release:
-                result.release.append(name)
+        if seen is not None and name in filed and record.finished:
+            del records[name]  # the Job says it is filed; while it exists, the view has its span
             continue
         stamp = record.scheduled_time
         run = recent.get(stamp) if record.run else None
@@ -227,8 +252,8 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             recent[stamp] = run
         key = keys.key_of(config.task, _t(stamp) or now)
         if record.finished:
-            if seen.finalizer:
-                result.release.append(name)
+            if seen.finalizer or name not in filed:
+                result.release.append(seen.name)
             continue
         started = _t(seen.created) or now
         if seen.outcome or seen.deleting:
@@ -254,8 +279,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
                 if run is not None:
                     recent[stamp] = recent[stamp].model_copy(update={"stuck": True})
             records[name] = record.model_copy(update={"finished": True, "active_until": _clean(seen.finish_time)})
-            if seen.finalizer:
-                result.release.append(name)
+            result.release.append(seen.name)
             continue
         # still active
         if config.active_deadline is not None:
@@ -290,7 +314,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         spans[-1] = (spans[-1][0], now)
 
     # -- settle the times no Job can come for any more
-    job_times = {_t(r.scheduled_time) for r in records.values() if not r.odd}
+    job_times = {_t(r.scheduled_time) for r in records.values()} | {_t(t) for t in run_times} | waiting
     latest = previous_fire(schedule, now - SETTLE_SLACK)
     until = checked
     if latest is not None and latest > checked:
@@ -312,7 +336,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         reasons += [(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)]
         # and the Jobs already gone (released and deleted by a history limit) whose span is not settled yet
         reasons += [
-            (start, end) for r in records.values() if r.name not in by_name and not r.odd
+            (start, end) for r in records.values() if r.name not in by_name
             for start, end in [(_t(r.active_from), _t(r.active_until))] if start is not None and end is not None
         ]  # fmt: skip
     blocked = _merge(reasons)
@@ -393,7 +417,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         "last_run": runs[0] if runs else base.last_run,
         "jobs": sorted(records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
         "suspensions": [Suspension(since=_s(start), until=_s(end) if end else None)
-                        for start, end in spans if end is None or end > checked][-RECENT:] or None,
+                        for start, end in spans if end is None or end > checked][-SUSPENSIONS_MAX:] or None,
     })  # fmt: skip
     result.events = [_event(reason, config.task, texts) for reason, texts in events.items()]
     return result

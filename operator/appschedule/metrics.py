@@ -35,6 +35,9 @@ RECONCILES = Counter("appschedule_reconciles_total", "Reconciles of AppSchedules
 RECONCILE_SECONDS = Histogram("appschedule_reconcile_duration_seconds", "Time one reconcile took.",
                               registry=REGISTRY)  # fmt: skip
 WRITES = Counter("appschedule_writes_total", "Writes to the API server, by kind.", ["kind"], registry=REGISTRY)
+STATUS_REFUSED = Counter("appschedule_status_refused_total", "Status writes the API server refused (too large or "
+                         "invalid): the AppSchedule's runs are not being recorded.", ["namespace", "appschedule"],
+                         registry=REGISTRY)  # fmt: skip
 
 _RESULTS = {"runs": "started", "succeeded": "succeeded", "failed": "failed", "stuck": "stuck", "late": "late",
             "skipped": "skipped"}  # fmt: skip

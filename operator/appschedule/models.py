@@ -17,7 +17,18 @@ from pydantic.alias_generators import to_camel
 
 from . import naming
 
-Time = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+Time = Annotated[str, Field(max_length=32, json_schema_extra={"format": "date-time"})]
+# Every string and list of the status has a bound (the API server enforces it), chosen so that the largest
+# status the schema allows (STATUS_TASKS_MAX tasks, every list full, every string at its maximum) stays
+# within STATUS_BYTES_MAX, under etcd's 1.5 MiB request limit: tests/unit/test_status_size.py builds it.
+STATUS_BYTES_MAX = 1024 * 1024
+STATUS_TASKS_MAX = 100  # as many as the spec may declare
+RECENT_MAX = 10  # runs and misses a task's status lists
+JOBS_MAX = 6  # Jobs a task's ledger remembers in its status; the rest remember themselves (ledger.py)
+NAME_MAX = 63  # a Job's name as the status holds it (a longer one is cut and hashed: ledger.record_name)
+MESSAGE_MAX = 1024
+SUSPENSIONS_MAX = 5
+ASCII = r"^[ -~]*$"  # what the operator writes from names, times and keys: one byte a character
 # what the API server would refuse in the CronJob it is written into, refused here already (the webhook and the
 # Ready condition name the field); the CRD's schema cannot say it (int-or-string, map keys)
 _QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
@@ -250,17 +261,21 @@ class AppScheduleSpec(Model):
 
 
 class Condition(Model):
-    type: str = Field(description="Ready (CronJobs match the spec and Deployment) or RunsHealthy.")
+    type: str = Field(
+        max_length=32, pattern=ASCII, description="Ready (CronJobs match the spec and Deployment) or RunsHealthy."
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
-    reason: str = Field(description="CamelCase reason for the last transition.")
-    message: str = Field(description="What happened, for humans; names the task and field at fault.")
+    reason: str = Field(max_length=64, pattern=ASCII, description="CamelCase reason for the last transition.")
+    message: str = Field(
+        max_length=MESSAGE_MAX, description="What happened, for humans; names the task and field at fault."
+    )
     last_transition_time: Time = Field(description="When the status last changed.")
     observed_generation: int | None = Field(None, description="The spec generation this condition is about.")
 
 
 class DeploymentStatus(Model):
-    name: str = Field(description="The Deployment's name.")
-    image: str = Field(description="The image the CronJobs run, from the Deployment's container.")
+    name: str = Field(max_length=253, pattern=ASCII, description="The Deployment's name.")
+    image: str = Field(max_length=1024, description="The image the CronJobs run, from the Deployment's container.")
 
 
 class Counts(Model):
@@ -275,8 +290,13 @@ class Counts(Model):
 
 
 class RunRecord(Model):
-    key: str = Field(description="The run's idempotency key, <task>@<scheduled time>.")
-    job: str | None = Field(None, description="Name of the run's Job.")
+    key: str = Field(max_length=96, pattern=ASCII, description="The run's idempotency key, <task>@<scheduled time>.")
+    job: str | None = Field(
+        None,
+        max_length=NAME_MAX,
+        pattern=ASCII,
+        description="Name of the run's Job (past 63 characters: cut, with a hash).",
+    )
     scheduled_time: Time = Field(description="The scheduled time the run belongs to.")
     state: Literal["Active", "Succeeded", "Failed", "Missed", "Unknown"] = Field(
         description="Active, Succeeded or Failed (from the Job's conditions); Missed (no Job, and none can start "
@@ -297,7 +317,9 @@ class JobRecord(Model):
     """A Job the ledger has counted, kept while the Job exists (or its time, or the span it was active, is not
     settled) so that no restart counts it again and the fires it blocked stay skipped."""
 
-    name: str = Field(description="The Job's name.")
+    name: str = Field(
+        max_length=NAME_MAX, pattern=ASCII, description="The Job's name (past 63 characters: cut, with a hash)."
+    )
     scheduled_time: Time = Field(description="The scheduled time it belongs to.")
     run: bool | None = Field(None, description="True for the run of its time, absent for a duplicate.")
     finished: bool | None = Field(None, description="Its outcome is counted.")
@@ -309,12 +331,6 @@ class JobRecord(Model):
         description="When it finished. Under Forbid the fires between its creation and its end are skipped, "
         "not missed: the record is kept until they are settled, also once the Job is gone.",
     )
-    odd: str | None = Field(
-        None,
-        max_length=512,
-        description="Not filed: what is wrong with it (a time annotation or name that is not a time the "
-        "ledger can use). Reported once with a Warning Event and its finalizer released; not a run.",
-    )
 
 
 class Suspension(Model):
@@ -325,24 +341,41 @@ class Suspension(Model):
 
 
 class TaskStatus(Model):
-    name: str = Field(description="The task's name.")
-    cron_job: str | None = Field(None, description="Name of the task's CronJob, when it has one.")
+    name: str = Field(max_length=63, pattern=ASCII, description="The task's name.")
+    cron_job: str | None = Field(
+        None, max_length=63, pattern=ASCII, description="Name of the task's CronJob, when it has one."
+    )
     next_run_time: Time | None = Field(None, description="The task's next scheduled time.")
     last_run: RunRecord | None = Field(None, description="The task's most recent run.")
     last_successful_time: Time | None = Field(None, description="Scheduled time of the last successful run.")
     counts: Counts | None = Field(None, description="Runs counted since the task was first tracked.")
-    recent: list[RunRecord] | None = Field(None, description="The last 10 runs and misses, newest first.")
-    missed_times: list[Time] | None = Field(None, description="The last 10 missed scheduled times.")
-    schedule: str | None = Field(None, description="The schedule runs are counted for (its CronJob's).")
-    time_zone: str | None = Field(None, description="The time zone runs are counted in (its CronJob's).")
+    recent: list[RunRecord] | None = Field(
+        None, max_length=RECENT_MAX, description="The last 10 runs and misses, newest first."
+    )
+    missed_times: list[Time] | None = Field(
+        None, max_length=RECENT_MAX, description="The last 10 missed scheduled times."
+    )
+    schedule: str | None = Field(
+        None, max_length=256, pattern=ASCII, description="The schedule runs are counted for (its CronJob's)."
+    )
+    time_zone: str | None = Field(
+        None, max_length=64, pattern=ASCII, description="The time zone runs are counted in (its CronJob's)."
+    )
     tracking_since: Time | None = Field(
         None, description="Since when runs are counted: the task's schedule and time zone are unchanged since."
     )
     checked_until: Time | None = Field(None, description="Scheduled times up to here are settled and counted.")
     late_since: Time | None = Field(None, description="A scheduled time that has no Job past its grace, reported.")
-    jobs: list[JobRecord] | None = Field(None, description="Jobs counted that still exist (the ledger's memory).")
+    jobs: list[JobRecord] | None = Field(
+        None,
+        max_length=JOBS_MAX,
+        description="The ledger's memory of Jobs: those not filed yet, and those whose time or span is not "
+        "settled. A Job filed and let go carries the appschedule.dev/filed annotation instead.",
+    )
     suspensions: list[Suspension] | None = Field(
-        None, description="Suspended spans whose scheduled times are not all settled yet (the ledger's memory)."
+        None,
+        max_length=SUSPENSIONS_MAX,
+        description="Suspended spans whose scheduled times are not all settled yet (the ledger's memory).",
     )
 
 
@@ -350,6 +383,7 @@ class AppScheduleStatus(Model):
     observed_generation: int | None = Field(None, description="The spec generation last reconciled.")
     conditions: list[Condition] | None = Field(
         None,
+        max_length=4,
         description="Ready and RunsHealthy.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
@@ -362,7 +396,8 @@ class AppScheduleStatus(Model):
     failed: int | None = Field(None, description="Failed runs, across tasks.")
     tasks: list[TaskStatus] | None = Field(
         None,
-        description="Per task: its CronJob, next run and run ledger.",
+        max_length=STATUS_TASKS_MAX,
+        description="Per task: its CronJob, next run and run ledger (declared tasks first).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 

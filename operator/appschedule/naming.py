@@ -28,6 +28,8 @@ LABEL_APPSCHEDULE = f"{GROUP}/appschedule"
 LABEL_TASK = f"{GROUP}/task"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
 ANNOTATION_IDEMPOTENCY_KEY = f"{GROUP}/idempotency-key"
+# on a Job the ledger is done with, set in the patch that releases its finalizer: the Job remembers it is filed
+ANNOTATION_FILED = f"{GROUP}/filed"
 CRONJOB_SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 

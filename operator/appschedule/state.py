@@ -197,6 +197,7 @@ JOB_ANNOTATIONS = (
     naming.ANNOTATION_SCHEDULED_TIME,
     naming.ANNOTATION_IDEMPOTENCY_KEY,
     naming.CRONJOB_SCHEDULED_TIMESTAMP,
+    naming.ANNOTATION_FILED,
 )
 LEDGER_FINALIZER = f"{naming.GROUP}/ledger"
 
@@ -446,10 +447,12 @@ class State:
         return [self.jobs[key[0], n] for n in sorted(self._runs.get(key, ()))]
 
     def released(self, namespace: str, name: str) -> None:
-        """Our finalizer was removed from a Job: remember it, so its watch echo wakes nothing."""
+        """Our finalizer was removed from a Job and it was marked filed: remember it, so its watch echo
+        wakes nothing."""
         old = self.jobs.get((namespace, name))
         if old is not None:
-            self.jobs[namespace, name] = JobView(**{**old.__dict__, "finalizer": False})
+            annotations = {**old.annotations, naming.ANNOTATION_FILED: "true"}
+            self.jobs[namespace, name] = JobView(**{**old.__dict__, "finalizer": False, "annotations": annotations})
 
     # -- what a reconcile reads
 

@@ -15,11 +15,11 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from .models import AppScheduleStatus, Condition, DeploymentStatus, TaskStatus
+from .models import MESSAGE_MAX as MESSAGE_MAX
+from .models import STATUS_TASKS_MAX, AppScheduleStatus, Condition, DeploymentStatus, TaskStatus
 from .render import SpecError
 from .schedule import ScheduleError, next_fire, parse
 
-MESSAGE_MAX = 1024  # a condition's or Event's message: enough to name the first errors, never 10 kB
 REASONS = ("DeploymentNotFound", "WriteFailed", "InvalidSpec", "TaskConflict")  # the first present is Ready's
 
 
@@ -120,7 +120,7 @@ def build(
     previous = {**_old_tasks(old), **(ledgers or {})}
     tasks = []
     upcoming = []
-    for name in task_names:
+    for name in list(dict.fromkeys(task_names))[:STATUS_TASKS_MAX]:  # declared first: the schema's bound
         entry = previous.get(name, TaskStatus(name=name)).model_copy(update={"cron_job": None, "next_run_time": None})
         if name in running:
             cronjob, spec = running[name]
@@ -137,13 +137,13 @@ def build(
         others.insert(0, runs_healthy)
     deployment = None
     if image is not None:
-        deployment = DeploymentStatus(name=image[0], image=image[1])
+        deployment = DeploymentStatus(name=image[0][:253], image=image[1][:1024])
     elif isinstance(old.get("deployment"), Mapping) and _valid_deployment(old["deployment"]):
         deployment = DeploymentStatus.model_validate(old["deployment"])  # what the CronJobs still run
     last = sorted(last_runs)
     status = AppScheduleStatus(
         observed_generation=generation,
-        conditions=[ready, *others],
+        conditions=[ready, *others][:4],
         deployment=deployment,
         task_count=task_count,
         last_run_time=last[-1] if last else None,
