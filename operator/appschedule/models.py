@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from . import naming
@@ -40,7 +40,26 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 def _quantity(value: int | str) -> int | str:
     if isinstance(value, str) and not _QUANTITY.match(value):
         raise ValueError(f"{value!r} is not a quantity like 500m, 2, 128Mi or 1G")
+    if isinstance(value, str) and re.search(r"[0-9.]+[nu]$|\.[0-9]{4,}|[eE]-", value):
+        from .cronjobs import quantity  # the API server rounds a quantity up to 1m: 1u would be 1m, never in sync
+
+        parsed = quantity(value)
+        if parsed is not None and parsed * 1000 != int(parsed * 1000):
+            raise ValueError(f"{value!r} is finer than 1m: the API server rounds it up (use e.g. 1m)")
     return value
+
+
+# Kubernetes' rules for what goes into a container's env (k8s.io/kubernetes/pkg/apis/core/validation). An env
+# name is held to the rule every supported API server enforces (1.32 and later also accept spaces and a leading
+# digit): letters, digits, '_', '-', '.', not starting with a digit.
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_FIELD_PATHS = {"metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+                "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"}  # fmt: skip
+_FIELD_PATH_KEYED = re.compile(r"^metadata\.(labels|annotations)\['[^']+'\]$")
+_RESOURCES = {"limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.cpu", "requests.memory",
+              "requests.ephemeral-storage"}  # fmt: skip
 
 
 def _qualified_keys(what: str, values: dict[str, str] | None, *, label_values: bool) -> dict[str, str] | None:
@@ -103,18 +122,30 @@ class DeploymentRef(Model):
 
 
 class KeySelector(Model):
-    name: str = Field(description="Name of the ConfigMap or Secret.")
-    key: str = Field(description="The key to select.")
+    name: str = Field(max_length=253, pattern=_SUBDOMAIN.pattern, description="Name of the ConfigMap or Secret.")
+    key: str = Field(max_length=253, pattern=_CONFIG_KEY.pattern, description="The key to select.")
     optional: bool | None = Field(None, description="Whether the ConfigMap or Secret or its key may be missing.")
 
 
 class FieldSelector(Model):
     field_path: str = Field(description="Path of the pod field to select, e.g. metadata.name.")
+
+    @field_validator("field_path")
+    @classmethod
+    def _supported(cls, value: str) -> str:
+        if value not in _FIELD_PATHS and not _FIELD_PATH_KEYED.match(value):
+            raise ValueError(f"fieldPath {value!r} is not supported; use one of {', '.join(sorted(_FIELD_PATHS))}, "
+                             "metadata.labels['KEY'] or metadata.annotations['KEY']")  # fmt: skip
+        return value
+
     api_version: str | None = Field(None, description="Version of the schema fieldPath is written in.")
 
 
 class ResourceFieldSelector(Model):
-    resource: str = Field(description="Container resource to select, e.g. limits.memory.")
+    resource: Literal[
+        "limits.cpu", "limits.memory", "limits.ephemeral-storage",
+        "requests.cpu", "requests.memory", "requests.ephemeral-storage",
+    ] = Field(description="Container resource to select, e.g. limits.memory.")  # fmt: skip
     container_name: str | None = Field(None, description="Container to read the resource of.")
     divisor: Quantity | None = Field(None, description="Output format of the exposed resources.")
 
@@ -125,11 +156,31 @@ class EnvVarSource(Model):
     field_ref: FieldSelector | None = Field(None, description="A field of the pod.")
     resource_field_ref: ResourceFieldSelector | None = Field(None, description="A resource of a container.")
 
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVarSource:
+        given = [
+            f for f in ("config_map_key_ref", "secret_key_ref", "field_ref", "resource_field_ref") if getattr(self, f)
+        ]
+        if len(given) != 1:
+            raise ValueError("valueFrom needs exactly one of configMapKeyRef, secretKeyRef, fieldRef, resourceFieldRef"
+                             + (f" (has {len(given)})" if given else ""))  # fmt: skip
+        return self
+
 
 class EnvVar(Model):
-    name: str = Field(min_length=1, description="Name of the environment variable.")
+    name: str = Field(
+        min_length=1,
+        pattern=_ENV_NAME.pattern,
+        description="Name of the environment variable: letters, digits, '_', '-', '.', not starting with a digit.",
+    )
     value: str | None = Field(None, description="Literal value.")
     value_from: EnvVarSource | None = Field(None, description="Source of the value, when it is not literal.")
+
+    @model_validator(mode="after")
+    def _value_or_source(self) -> EnvVar:
+        if self.value and self.value_from is not None:
+            raise ValueError(f"env {self.name!r}: value and valueFrom may not both be set")
+        return self
 
 
 class ResourceRequirements(Model):
