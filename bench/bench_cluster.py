@@ -29,6 +29,11 @@ rollout  100 AppSchedules on one Deployment: from the Deployment's image change 
 idle     after convergence, at every N: the operator's requests a minute (watch and other), writes, CPU
          seconds and RSS. Against the targets (6 requests a minute, 0 writes, 150 MiB at N = 1000) and against
          a bare kopf operator watching the same objects with no-op handlers.
+admission at the largest N (default 1,000), the operator started cold with both webhooks and its liveness probe:
+         while it plans every AppSchedule, a Job created with a server-side dry-run (the key webhook) and the
+         liveness probe 4 times a second, and an AppSchedule applied with a server-side dry-run (validation and
+         its SubjectAccessReview) twice a second; p50 and p99 of each. Targets: p99 at most 100 ms for the key
+         webhook and liveness, 500 ms for validation. Baseline: the same requests with the operator idle after.
 restart  at the largest N: SIGKILL, a probe edit, start again; the time until the probe is applied and the
          request rate is back at its idle rate, and the writes other than the probe's (target 0). Against the
          time a bare kopf operator takes to have its watches up on the same objects.
@@ -1296,6 +1301,115 @@ class Bench:
         finally:
             await self.close_world(world)
 
+    # -- admission: the loop answers while the operator plans
+
+    async def admission(self, n: int) -> None:
+        world = await self.world(n, f"admission-{n}")
+        name = f"bench-{self.run_id}.appschedule.dev"
+        webhook, live = free_port(), free_port()
+        try:
+            command = [self.args.operator_python, "-m", "appschedule", "run", "--log-format", "json",
+                       "--namespace", world.namespace, "--webhook-port", str(webhook), "--webhook-config-name", name,
+                       "--liveness", f"http://127.0.0.1:{live}/healthz"]  # fmt: skip
+            log = self.state / f"bench-operator-{self.args.label}-admission.log"
+            world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
+            configured = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
+
+            async def registered() -> bool:
+                return await self.api.call("GET", configured, allow=404) is not None
+
+            while not await registered():
+                world.operator.guard()
+                if now() > self.deadline():
+                    raise BenchError("the webhook configuration never appeared")
+                await asyncio.sleep(0.2)
+            samples: dict[str, list[float]] = {"key webhook": [], "validation": [], "liveness": []}
+            stop = asyncio.Event()
+            probes = [asyncio.create_task(self._probe(world, samples, live, stop))]
+            try:
+                await self.converge(world)
+            finally:
+                stop.set()
+                await asyncio.gather(*probes)
+            busy = {k: list(v) for k, v in samples.items()}
+            for values in samples.values():
+                values.clear()
+            stop = asyncio.Event()
+            idle = asyncio.create_task(self._probe(world, samples, live, stop))
+            await asyncio.sleep(20)
+            stop.set()
+            await idle
+            targets = {"key webhook": 0.1, "validation": 0.5, "liveness": 0.1}
+            figures: Json = {}
+            for what, values in busy.items():
+                base = samples[what]
+                p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
+                b50, b99 = percentile(base, 0.5), percentile(base, 0.99)
+                figures[what] = {"count": len(values), "p50": p50, "p99": p99, "idle_p50": b50, "idle_p99": b99,
+                                 "target_p99": targets[what]}  # fmt: skip
+                self.report(
+                    f"admission N={n:<5} {what:11} while planning: p50 {seconds(p50)} p99 {seconds(p99)} "
+                    f"({len(values)} requests)   idle p50 {seconds(b50)} p99 {seconds(b99)}   ratio {ratio(p99, b99)}"
+                    f"   target p99 {seconds(targets[what])}: {'met' if p99 <= targets[what] else 'MISSED'}"
+                )
+            self.record("admission", str(n), figures)
+        except BenchError as error:
+            self.failed("admission", str(n), error, world)
+        finally:
+            await self.close_world(world)
+            with contextlib.suppress(BenchError, aiohttp.ClientError):
+                for kind in ("mutating", "validating"):
+                    path = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations/{name}"
+                    await self.api.call("DELETE", path, allow=404)
+
+    async def _probe(self, world: World, samples: dict[str, list[float]], live: int, stop: asyncio.Event) -> None:
+        """A Job and the liveness probe 4 times a second, an AppSchedule twice a second, until ``stop``."""
+        namespace = world.namespace
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"generateName": "probe-", "namespace": namespace,
+                            "labels": {"appschedule.dev/appschedule": asched_name(0),
+                                       "appschedule.dev/task": task_name(0, 0)}},
+               "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                              "containers": [{"name": "app", "image": IMAGE}]}}}}  # fmt: skip
+        probe = appschedule(n_probe := world.size + 1)
+        probe["metadata"]["name"] = asched_name(n_probe)
+        url = f"http://127.0.0.1:{live}/healthz"
+        tick = 0
+
+        async def timed(what: str, call: Callable[[], Awaitable[object]]) -> None:
+            started = now()
+            try:
+                await call()
+            except (BenchError, aiohttp.ClientError) as error:
+                print(f"  ({what} probe failed: {error})", flush=True)
+                return
+            samples[what].append(now() - started)
+
+        async def liveness() -> None:
+            async with self.api.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as response:
+                await response.read()
+                if response.status != 200:
+                    raise BenchError(f"liveness answered {response.status}")
+
+        pending: set[asyncio.Task[None]] = set()
+        while not stop.is_set():
+            jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs?dryRun=All"
+            calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+                ("key webhook", functools.partial(self.api.call, "POST", jobs, job)),
+                ("liveness", liveness),
+            ]
+            if tick % 2 == 0:
+                path = appschedules(namespace) + "?dryRun=All"
+                calls.append(("validation", functools.partial(self.api.call, "POST", path, probe)))
+            for what, call in calls:
+                task = asyncio.create_task(timed(what, call))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            tick += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.25)
+        await asyncio.gather(*pending)
+
     # -- one size: cold, idle, restart and change share a world
 
     async def size(self, n: int, *, largest: bool) -> None:
@@ -1464,7 +1578,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench_cluster.py", description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--label", default="run", help="names the results file: bench/results/<time>-<label>.json")
     parser.add_argument("--sizes", help="numbers of AppSchedules (default 100,1000)")
-    parser.add_argument("--scenarios", default="cold,change,rollout,idle,restart")
+    parser.add_argument("--scenarios", default="cold,change,rollout,idle,restart,admission")
     parser.add_argument("--idle-seconds", type=float, help="idle window at the largest size (default 300)")
     parser.add_argument("--edits", type=int, help="measured edits in the change scenario (default 100)")
     parser.add_argument("--rollout-size", type=int, help="AppSchedules on the Deployment (default 100)")
@@ -1480,7 +1594,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     quick = args.quick
     args.sizes = [int(s) for s in (args.sizes or ("20,100" if quick else "100,1000")).split(",")]
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = set(args.scenarios) - {"cold", "change", "rollout", "idle", "restart"}
+    unknown = set(args.scenarios) - {"cold", "change", "rollout", "idle", "restart", "admission"}
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     args.idle_seconds = args.idle_seconds or (30.0 if quick else 300.0)
@@ -1537,6 +1651,8 @@ async def bench_main(args: argparse.Namespace, state: Path) -> Path:
             await bench.size(n, largest=n == max(args.sizes))
         if "rollout" in args.scenarios:
             await bench.rollout(args.rollout_size)
+        if "admission" in args.scenarios:
+            await bench.admission(max(args.sizes))
         bench.results["machine"]["loadavg_at_end"] = list(os.getloadavg())
         bench.results["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
         bench.save()
