@@ -546,7 +546,8 @@ class Soak:
             last_job = max(last_job or 0.0, created.timestamp())
             if created.timestamp() > now - 3:
                 continue
-            if meta["name"] not in {r["name"] for r in status.get("jobs") or []}:
+            filed = (meta.get("annotations") or {}).get(f"{GROUP}/filed")  # recorded, and its record let go
+            if not filed and meta["name"] not in {r["name"] for r in status.get("jobs") or []}:
                 lag.append(f"Job {meta['namespace']}/{meta['name']} not recorded")
         ended = datetime.fromtimestamp(state.ended, UTC)
         for key, status in statuses.items():
