@@ -229,8 +229,9 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     for name, record in list(records.items()):
         seen = by_name.get(name)
         if seen is not None and name in filed and record.finished:
-            del records[name]  # the Job says it is filed; while it exists, the view has its span
-            continue
+            if _settled(record, checked, now):  # the Job says it is filed, and nothing of it is left to settle
+                del records[name]
+            continue  # else kept: a history limit may delete it before the fires its span blocked are settled
         stamp = record.scheduled_time
         run = recent.get(stamp) if record.run else None
         if run is not None and run.job != name:
@@ -363,8 +364,8 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             base = base.model_copy(update={"missed_times": sorted({*previous, *map(_s, times)}, reverse=True)[:RECENT]})
             event("MissedRun", f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})")
         checked = until
-        for name, record in list(records.items()):  # gone Jobs whose time is now settled
-            if name not in by_name and _settled(record, checked, now):
+        for name, record in list(records.items()):  # gone or filed Jobs whose time and span are now settled
+            if (name not in by_name or (name in filed and record.finished)) and _settled(record, checked, now):
                 del records[name]
 
     # -- what is due and not there yet: late, and when to look again

@@ -486,10 +486,6 @@ _MIN_WALL_DAY = 1 - _EPOCH_ORDINAL + 1
 _MAX_WALL_DAY = date(9999, 12, 30).toordinal() - _EPOCH_ORDINAL
 
 
-def _day_of(wall: int) -> date:
-    return date.fromordinal(min(max(wall // 86400, _MIN_WALL_DAY), _MAX_WALL_DAY) + _EPOCH_ORDINAL)
-
-
 def _wall_count(schedule: Schedule, low: int, high: int) -> int:
     """Matches in wall-clock seconds (low, high]: per day, the (hour, minute) pairs in range."""
     if high <= low:
@@ -569,7 +565,6 @@ def _match_count(schedule: Schedule, zone: ZoneInfo | None, low: int, high: int)
 
 
 _LOOKBACK = 9 * 366 * 86400  # February 29 can be 8 years away
-_LOOKAHEAD = (_MAX_YEARS + 1) * 366 * 86400
 
 
 def _match_last(schedule: Schedule, zone: ZoneInfo | None, at: int, floor: int) -> int | None:

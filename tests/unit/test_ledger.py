@@ -429,6 +429,27 @@ def test_a_fire_blocked_under_forbid_stays_skipped_after_the_blocking_job_is_gon
     assert counts(status)["missed"] == 1
 
 
+def test_a_filed_job_keeps_its_record_until_the_fires_its_span_blocked_are_settled() -> None:
+    """Found by the soak (seed 3) once finished Jobs were marked filed: the record of a filed Job went as soon
+    as the view showed the mark, so when a history limit then deleted the Job before the fire its span blocked
+    (Forbid) was settled, that fire counted missed. A filed Job's record now goes only once it is settled."""
+    cfg = config(concurrency="Forbid")
+    status = start(cfg)
+    hang = dataclasses.replace(
+        job(T0, created=T0 + timedelta(seconds=1), outcome="Failed", reason="DeadlineExceeded"),
+        finish_time=stamp(T0 + timedelta(seconds=91)),
+    )
+    status, result = step(status, cfg, [hang], T0 + timedelta(seconds=95))
+    assert result.release == [hang.name]
+    marked = {**hang.annotations, naming.ANNOTATION_FILED: "true"}
+    filed = dataclasses.replace(hang, finalizer=False, annotations=marked)
+    status, result = step(status, cfg, [filed], T0 + timedelta(seconds=100))  # the view shows it filed
+    assert result.release == [] and [r.name for r in status.jobs or []] == [hang.name]  # kept: its span is open
+    later = job(T0 + timedelta(minutes=2), outcome="Complete")
+    status, _ = step(status, cfg, [later], T0 + timedelta(seconds=140))  # then deleted by the history limit
+    assert counts(status) == {"runs": 2, "succeeded": 1, "failed": 1, "skipped": 1, "stuck": 1}
+
+
 def test_a_fire_just_before_a_suspension_waits_for_a_late_job_instead_of_being_missed() -> None:
     """Found by the soak (issue 19): a lagging CronJob controller made the Job of 15:00 at 15:00:33, just
     before it saw the suspension written at 15:00:34; the ledger had settled 15:00 as missed at once (the
