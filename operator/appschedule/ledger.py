@@ -323,10 +323,9 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             config.starting_deadline is not None
             and latest + timedelta(seconds=config.starting_deadline) <= now - SETTLE_SLACK
         )
-        # suspended before that fire, the controller will not start it; suspended after it, a Job the controller
-        # made late, before it saw the suspension, may still be on its way to our view for SETTLE_SLACK
-        suspended = config.suspend and bool(spans) and (spans[-1][0] < latest or spans[-1][0] + SETTLE_SLACK <= now)
-        if latest in job_times or deadline_passed or suspended:
+        # a suspension settles nothing early: when the CronJob resumes, the controller starts its most recent
+        # missed fire if the starting deadline allows, also one from before or during the suspension
+        if latest in job_times or deadline_passed:
             until = latest
         else:
             before = previous_fire(schedule, latest - timedelta(seconds=1))
