@@ -91,11 +91,12 @@ class Controller:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
     timers: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # when time alone changes a ledger
-    # plans run here, off the event loop: one thread per worker, so a plan never waits for another's thread
+    # plans run here, off the event loop, one at a time: a plan is CPU under the GIL, so more threads would
+    # plan no faster and only queue the loop (webhooks, probes) behind more of them
     _planner: ThreadPoolExecutor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._planner = ThreadPoolExecutor(max_workers=max(1, self.options.workers), thread_name_prefix="plan")
+        self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
 
     def wake(self, keys: set[Key], *, urgent: bool = True) -> None:
         for key in keys:
@@ -328,9 +329,10 @@ class Controller:
             log.warning("could not post event StatusRefused on %s/%s: %s", *key, failure.reason)
 
     async def _plan(self, world: World, now: datetime, **given: Any) -> Plan:
-        """plan() in a worker thread: the event loop also answers both admission webhooks and the liveness
+        """plan() in the planning thread: the event loop also answers both admission webhooks and the liveness
         probe, and a plan is CPU (rendering, the ledger) that must never make them wait. ``world`` is a
-        snapshot of immutable views, so the thread shares nothing with the loop."""
+        snapshot of immutable views, so the thread shares nothing with the loop. The interpreter hands the GIL
+        over every millisecond (handlers.startup), so the loop gets it back within about that while a plan runs."""
         return await asyncio.get_running_loop().run_in_executor(self._planner, partial(plan, world, now, **given))
 
     async def _confirm_jobs(self, key: Key) -> bool:

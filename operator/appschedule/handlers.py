@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,9 @@ class _PeeringLog(logging.Handler):
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # the planning thread (controller.py) holds the GIL while it plans; hand it to the loop every 1 ms, not 5,
+    # so an admission request or a liveness probe waits about that long for it (bench-cluster's admission)
+    sys.setswitchinterval(0.001)
     settings.persistence.finalizer = f"{naming.GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
