@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from . import naming
+from .models import quantity
 from .render import Manifest
 
 HASH_ANNOTATION = f"{naming.GROUP}/rendered-hash"
@@ -43,24 +42,6 @@ def with_hash(manifest: Manifest) -> Manifest:
     stamped: Manifest = json.loads(json.dumps(manifest))
     stamped["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = rendered_hash(manifest)
     return stamped
-
-
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$")
-_SUFFIX = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "": Decimal(1),
-           "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
-           "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10,
-           "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50,
-           "Ei": Decimal(2) ** 60}  # fmt: skip
-
-
-def quantity(value: Any) -> Decimal | None:
-    """A Kubernetes resource quantity's value ("500m", "1Gi", 2, "1e3"), None when it is not one."""
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        return None
-    number, exponent, suffix = match.groups()
-    scale = Decimal(10) ** int(exponent[1:]) if exponent else _SUFFIX[suffix or ""]
-    return Decimal(number) * scale
 
 
 def holds(want: Any, have: Any, *, quantities: bool = False, key: str | None = None) -> bool:

@@ -10,6 +10,7 @@ so ``kubectl get -o yaml`` shows what the user wrote.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -31,21 +32,38 @@ SUSPENSIONS_MAX = 5
 ASCII = r"^[ -~]*$"  # what the operator writes from names, times and keys: one byte a character
 # what the API server would refuse in the CronJob it is written into, refused here already (the webhook and the
 # Ready condition name the field); the CRD's schema cannot say it (int-or-string, map keys)
-_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                              r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # fmt: skip
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def _quantity(value: int | str) -> int | str:
-    if isinstance(value, str) and not _QUANTITY.match(value):
-        raise ValueError(f"{value!r} is not a quantity like 500m, 2, 128Mi or 1G")
-    if isinstance(value, str) and re.search(r"[0-9.]+[nu]$|\.[0-9]{4,}|[eE]-", value):
-        from .cronjobs import quantity  # the API server rounds a quantity up to 1m: 1u would be 1m, never in sync
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$")
+_SUFFIX = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "": Decimal(1),
+           "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+           "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10,
+           "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50,
+           "Ei": Decimal(2) ** 60}  # fmt: skip
 
-        parsed = quantity(value)
-        if parsed is not None and parsed * 1000 != int(parsed * 1000):
-            raise ValueError(f"{value!r} is finer than 1m: the API server rounds it up (use e.g. 1m)")
+
+def quantity(value: object) -> Decimal | None:
+    """A Kubernetes resource quantity's value ("500m", "1Gi", 2, "1e3"), None when it is not one."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        return None
+    number, exponent, suffix = match.groups()
+    try:
+        scale = Decimal(10) ** int(exponent[1:]) if exponent else _SUFFIX[suffix or ""]
+        return Decimal(number) * scale
+    except ArithmeticError:  # an exponent past what any quantity can hold
+        return None
+
+
+def _quantity(value: int | str) -> int | str:
+    parsed = quantity(value) if str(value) == str(value).strip() else None
+    if parsed is None:
+        raise ValueError(f"{value!r} is not a quantity like 500m, 2, 128Mi or 1G")
+    if parsed * 1000 != int(parsed * 1000):  # the API server rounds it up to 1m: 1u would be 1m, never in sync
+        raise ValueError(f"{value!r} is finer than 1m: the API server rounds it up (use e.g. 1m)")
     return value
 
 
