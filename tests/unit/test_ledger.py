@@ -404,16 +404,21 @@ def test_a_time_suspended_but_settled_after_the_resume_is_skipped_not_missed() -
     assert status.suspensions is None  # settled: forgotten
 
 
+def hung_job() -> JobView:
+    """The Job of T0 that hung and was stopped by activeDeadlineSeconds at T0 + 91 s (blocking 15:01 under Forbid)."""
+    return dataclasses.replace(
+        job(T0, created=T0 + timedelta(seconds=1), outcome="Failed", reason="DeadlineExceeded"),
+        finish_time=stamp(T0 + timedelta(seconds=91)),
+    )
+
+
 def test_a_fire_blocked_under_forbid_stays_skipped_after_the_blocking_job_is_gone() -> None:
     """Found by the soak (issue 19): a hanging Job blocked the next fire, was recorded, released and deleted
     by the history limit before that fire was settled, and the fire was counted missed: the record now keeps
     the span the Job was active until its fires are settled."""
     cfg = config(concurrency="Forbid")
     status = start(cfg)
-    hang = dataclasses.replace(
-        job(T0, created=T0 + timedelta(seconds=1), outcome="Failed", reason="DeadlineExceeded"),
-        finish_time=stamp(T0 + timedelta(seconds=91)),
-    )
+    hang = hung_job()
     status, result = step(status, cfg, [hang], T0 + timedelta(seconds=95))
     assert result.release == [hang.name]
     later = job(T0 + timedelta(minutes=2), outcome="Complete")
@@ -435,10 +440,7 @@ def test_a_filed_job_keeps_its_record_until_the_fires_its_span_blocked_are_settl
     (Forbid) was settled, that fire counted missed. A filed Job's record now goes only once it is settled."""
     cfg = config(concurrency="Forbid")
     status = start(cfg)
-    hang = dataclasses.replace(
-        job(T0, created=T0 + timedelta(seconds=1), outcome="Failed", reason="DeadlineExceeded"),
-        finish_time=stamp(T0 + timedelta(seconds=91)),
-    )
+    hang = hung_job()
     status, result = step(status, cfg, [hang], T0 + timedelta(seconds=95))
     assert result.release == [hang.name]
     marked = {**hang.annotations, naming.ANNOTATION_FILED: "true"}
