@@ -95,6 +95,7 @@ QUIET_WINDOW = 10.0  # restart: the request rate is "at idle" over a window this
 TARGET_REQUESTS_PER_MINUTE = 6.0
 TARGET_RSS_MIB = 150.0
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+FLOOR_RESOURCES = frozenset({"jobs", "cronjobs", "pods"})  # what a run costs the Job and CronJob controllers
 # a day of the month at least 12 days away: no task fires during the run
 DAY = (datetime.now(UTC).day + 13) % 28 + 1
 
@@ -278,7 +279,7 @@ def deployment(image: str = IMAGE) -> Json:
     }
 
 
-def appschedule(i: int) -> Json:
+def appschedule(i: int, *, every_minute: bool = False) -> Json:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "AppSchedule",
@@ -286,10 +287,34 @@ def appschedule(i: int) -> Json:
         "spec": {
             "deploymentRef": {"name": "web"},
             "tasks": [
-                {"name": task_name(i, j), "schedule": schedule(i, j), "command": ["task", str(j)]} for j in range(TASKS)
+                {"name": task_name(i, j), "schedule": "* * * * *" if every_minute else schedule(i, j),
+                 "command": ["task", str(j)]}
+                for j in range(TASKS)
             ],
         },
-    }
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JobView:
+    finished: bool
+
+
+def job_view(obj: Json) -> JobView:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    done = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+    return JobView(done)
+
+
+def finished_jobs(obj: Json) -> frozenset[str]:
+    """The Jobs an AppSchedule's status lists as finished runs (each task's recent runs)."""
+    tasks = (obj.get("status") or {}).get("tasks") or []
+    return frozenset(
+        str(run["job"])
+        for task in tasks
+        for run in (task.get("recent") or [])
+        if run.get("job") and run.get("state") in ("Succeeded", "Failed")
+    )
 
 
 def minimal_cronjob(name: str, cron: str) -> Json:
@@ -737,15 +762,34 @@ class Process:
         if self.process.poll() is not None:
             raise BenchError(f"{self.name} exited with {self.process.returncode}")
 
+    def tree(self) -> list[int]:
+        """The process and its live children (the operator's admission process): every figure counts them
+        all; RSS is summed, so pages a fork shares are counted twice (an upper bound)."""
+        pids = [self.pid]
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                pids += [int(child) for child in (task / "children").read_text().split()]
+        return pids
+
+    def _sum(self, read: Callable[[int], float]) -> float:
+        total = 0.0
+        for pid in self.tree():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                total += read(pid)
+        return total
+
     def cpu_seconds(self) -> float:
-        fields = _proc_stat(self.pid)
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, every thread
+        def cpu(pid: int) -> float:
+            fields = _proc_stat(pid)
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, every thread
+
+        return self._sum(cpu)
 
     def rss_kib(self) -> int:
-        return _proc_status_kib(self.pid, "VmRSS")
+        return int(self._sum(lambda pid: _proc_status_kib(pid, "VmRSS")))
 
     def peak_kib(self) -> int:
-        return _proc_status_kib(self.pid, "VmHWM")
+        return int(self._sum(lambda pid: _proc_status_kib(pid, "VmHWM")))
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -887,10 +931,11 @@ class Bench:
         await self.drop(namespace)
         return last - first
 
-    async def world(self, n: int, what: str) -> World:
+    async def world(self, n: int, what: str, *, every_minute: bool = False) -> World:
         namespace = await self.namespace(what)
         await self.api.call("POST", deployments(namespace), deployment())
-        await bulk(functools.partial(self.api.call, "POST", appschedules(namespace), appschedule(i)) for i in range(n))
+        bodies = [appschedule(i, every_minute=every_minute) for i in range(n)]
+        await bulk(functools.partial(self.api.call, "POST", appschedules(namespace), body) for body in bodies)
         cj: Informer[CronJobView] = Informer(
             self.api, cronjobs(namespace), self.pulse, key=task_key, project=cronjob_view, selector=MANAGED_BY
         )
@@ -1305,24 +1350,9 @@ class Bench:
 
     async def admission(self, n: int) -> None:
         world = await self.world(n, f"admission-{n}")
-        name = f"bench-{self.run_id}.appschedule.dev"
-        webhook, live = free_port(), free_port()
+        live = free_port()
         try:
-            command = [self.args.operator_python, "-m", "appschedule", "run", "--log-format", "json",
-                       "--namespace", world.namespace, "--webhook-port", str(webhook), "--webhook-config-name", name,
-                       "--liveness", f"http://127.0.0.1:{live}/healthz"]  # fmt: skip
-            log = self.state / f"bench-operator-{self.args.label}-admission.log"
-            world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
-            configured = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
-
-            async def registered() -> bool:
-                return await self.api.call("GET", configured, allow=404) is not None
-
-            while not await registered():
-                world.operator.guard()
-                if now() > self.deadline():
-                    raise BenchError("the webhook configuration never appeared")
-                await asyncio.sleep(0.2)
+            await self.start_webhook_operator(world, "admission", live)
             samples: dict[str, list[float]] = {"key webhook": [], "validation": [], "liveness": []}
             stop = asyncio.Event()
             probes = [asyncio.create_task(self._probe(world, samples, live, stop))]
@@ -1341,7 +1371,14 @@ class Bench:
             await idle
             targets = {"key webhook": 0.1, "validation": 0.5, "liveness": 0.1}
             figures: Json = {}
+            failed = {when: {what: len(values) for what, values in found.items() if what.endswith(" failed")}
+                      for when, found in (("while planning", busy), ("idle", samples))}  # fmt: skip
+            figures["failed"] = failed
+            if any(failed.values()):
+                self.report(f"admission N={n:<5} FAILED probes (not in the figures): {failed}")
             for what, values in busy.items():
+                if what.endswith(" failed"):
+                    continue
                 base = samples[what]
                 p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
                 b50, b99 = percentile(base, 0.5), percentile(base, 0.99)
@@ -1357,10 +1394,34 @@ class Bench:
             self.failed("admission", str(n), error, world)
         finally:
             await self.close_world(world)
-            with contextlib.suppress(BenchError, aiohttp.ClientError):
-                for kind in ("mutating", "validating"):
-                    path = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations/{name}"
-                    await self.api.call("DELETE", path, allow=404)
+            await self.drop_webhooks()
+
+    @property
+    def webhook_config_name(self) -> str:
+        return f"bench-{self.run_id}.appschedule.dev"
+
+    async def start_webhook_operator(self, world: World, what: str, live: int) -> Process:
+        """The operator with both webhooks (under a configuration of its own) and its liveness endpoint,
+        once the API server calls its webhooks."""
+        name = self.webhook_config_name
+        command = [self.args.operator_python, "-m", "appschedule", "run", "--log-format", "json",
+                   "--namespace", world.namespace, "--webhook-port", str(free_port()), "--webhook-config-name", name,
+                   "--liveness", f"http://127.0.0.1:{live}/healthz"]  # fmt: skip
+        log = self.state / f"bench-operator-{self.args.label}-{what}.log"
+        world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
+        configured = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
+        while await self.api.call("GET", configured, allow=404) is None:
+            world.operator.guard()
+            if now() > self.deadline():
+                raise BenchError("the webhook configuration never appeared")
+            await asyncio.sleep(0.2)
+        return world.operator
+
+    async def drop_webhooks(self) -> None:
+        with contextlib.suppress(BenchError, aiohttp.ClientError):
+            for kind in ("mutating", "validating"):
+                path = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations/{self.webhook_config_name}"
+                await self.api.call("DELETE", path, allow=404)
 
     async def _probe(self, world: World, samples: dict[str, list[float]], live: int, stop: asyncio.Event) -> None:
         """A Job and the liveness probe 4 times a second, an AppSchedule twice a second, until ``stop``."""
@@ -1382,8 +1443,14 @@ class Bench:
                 await call()
             except (BenchError, aiohttp.ClientError) as error:
                 print(f"  ({what} probe failed: {error})", flush=True)
+                samples.setdefault(f"{what} failed", []).append(now() - started)
                 return
             samples[what].append(now() - started)
+
+        async def keyed() -> None:  # a Job admitted without its key means the webhook failed open: not a sample
+            created = await self.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs?dryRun=All", job)
+            if "appschedule.dev/idempotency-key" not in ((created or {}).get("metadata") or {}).get("annotations", {}):
+                raise BenchError("the Job was admitted without its key")
 
         async def liveness() -> None:
             async with self.api.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as response:
@@ -1393,11 +1460,7 @@ class Bench:
 
         pending: set[asyncio.Task[None]] = set()
         while not stop.is_set():
-            jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs?dryRun=All"
-            calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
-                ("key webhook", functools.partial(self.api.call, "POST", jobs, job)),
-                ("liveness", liveness),
-            ]
+            calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [("key webhook", keyed), ("liveness", liveness)]
             if tick % 2 == 0:
                 path = appschedules(namespace) + "?dryRun=All"
                 calls.append(("validation", functools.partial(self.api.call, "POST", path, probe)))
@@ -1409,6 +1472,106 @@ class Bench:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.25)
         await asyncio.gather(*pending)
+
+    # -- fires
+
+    async def fires(self, n: int, minutes: float) -> None:
+        """N AppSchedules x 3 tasks firing every minute, with the webhooks on: the operator's cost per run."""
+        what = f"fires-{n}"
+        world = await self.world(n, what, every_minute=True)
+        jobs: Informer[JobView] = Informer(self.api, f"/apis/batch/v1/namespaces/{world.namespace}/jobs", self.pulse,
+                                           key=name_key, project=job_view, selector=LABEL_TASK)  # fmt: skip
+        filed: Informer[frozenset[str]] = Informer(self.api, appschedules(world.namespace), self.pulse,
+                                                   key=name_key, project=finished_jobs)  # fmt: skip
+        completed: dict[str, float] = {}  # Job name -> when the benchmark's watch saw it finished
+        shown: dict[str, float] = {}  # Job name -> when the AppSchedule's status first listed it finished
+
+        def on_job(name: str, view: JobView | None) -> None:
+            if view is not None and view.finished and name not in completed:
+                completed[name] = now()
+
+        def on_status(_: str, names: frozenset[str] | None) -> None:
+            for name in names or ():
+                shown.setdefault(name, now())
+
+        jobs.listeners.append(on_job)
+        filed.listeners.append(on_status)
+        try:
+            await jobs.start()
+            await filed.start()
+            operator = await self.start_webhook_operator(world, what, free_port())
+            await self.converge(world)
+            await asyncio.sleep(60 - time.time() % 60 + 5)  # the first fire after convergence is under way
+            operator.guard()
+            start, cpu_start, metrics_start = now(), operator.cpu_seconds(), await self.write_counts()
+            peak = operator.rss_kib()
+            while now() < start + minutes * 60:
+                operator.guard()
+                peak = max(peak, operator.rss_kib())
+                await asyncio.sleep(min(5.0, max(0.0, start + minutes * 60 - now())))
+            end, cpu_end, metrics_end = now(), operator.cpu_seconds(), await self.write_counts()
+            requests = await self.proxy.requests(start, end)
+            runs = [name for name, t in completed.items() if start <= t <= end]
+            settle = end + 30  # the runs that finished at the end of the window get as long as any to show
+            await self.pulse.until(lambda: all(name in shown for name in runs) or now() > settle, settle + 5,
+                                   "the status of every run")  # fmt: skip
+            latencies = sorted(max(0.0, shown[name] - completed[name]) for name in runs if name in shown)
+            unseen = sum(name not in shown for name in runs)
+            ours = sum(r.write and r.resource in FLOOR_RESOURCES for r in requests)
+            others = sum(metrics_end.values()) - sum(metrics_start.values()) - ours
+            writes = sum(r.write for r in requests)
+            figures = {
+                "minutes": (end - start) / 60,
+                "runs": len(runs),
+                "runs_per_minute": len(runs) / ((end - start) / 60),
+                "operator": summary(requests, (end - start) / 60),
+                "requests_per_run": len(requests) / max(1, len(runs)),
+                "writes_per_run": writes / max(1, len(runs)),
+                "floor_writes_per_run": others / max(1, len(runs)),
+                "floor_writes_by_resource": {k: metrics_end.get(k, 0) - metrics_start.get(k, 0) for k in metrics_end},
+                "cpu_seconds_per_minute": (cpu_end - cpu_start) / ((end - start) / 60),
+                "rss_kib": operator.rss_kib(),
+                "rss_peak_in_window_kib": peak,
+                "completion_to_status_p50": percentile(latencies, 0.5) if latencies else None,
+                "completion_to_status_p99": percentile(latencies, 0.99) if latencies else None,
+                "runs_not_shown_within_30s": unseen,
+                "targets": {"writes_per_run": 2.0, "p99_seconds_at_300": 5.0, "cpu_cores_at_300": 0.5},
+            }
+            self.record("fires", str(n), figures)
+            p50 = seconds(latencies[len(latencies) // 2]) if latencies else "-"
+            p99 = seconds(percentile(latencies, 0.99)) if latencies else "-"
+            per_run = max(1, len(runs))
+            self.report(
+                f"fires    N={n:<5} {len(runs)} runs in {(end - start) / 60:.1f} min: operator "
+                f"{len(requests) / per_run:.2f} requests and {writes / per_run:.2f} writes a run (target 2)   floor "
+                f"{others / per_run:.2f} writes a run by the others (jobs, cronjobs, pods)   "
+                f"ratio {ratio(writes, others)}   CPU {(cpu_end - cpu_start) / (end - start):.0%} of a core   "
+                f"RSS {operator.rss_kib() / 1024:.0f} MiB"
+                f"   completion to status p50 {p50} p99 {p99} ({unseen} not shown within 30 s)"
+            )
+        except BenchError as error:
+            self.failed("fires", str(n), error, world)
+        finally:
+            await jobs.stop()
+            await filed.stop()
+            await self.close_world(world)
+            await self.drop_webhooks()
+
+    async def write_counts(self) -> dict[str, float]:
+        """Writes to jobs, cronjobs and pods the API server has served, by resource (apiserver_request_total)."""
+        async with self.api.session.get(self.api.server + "/metrics") as response:
+            text = await response.text()
+        found: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(","))
+            verb, resource = labels.get("verb", "").strip('"'), labels.get("resource", "").strip('"')
+            if verb in {"POST", "PUT", "PATCH", "DELETE", "APPLY"} and resource in FLOOR_RESOURCES:
+                if labels.get("dry_run", '""') != '""':
+                    continue
+                found[resource] = found.get(resource, 0.0) + float(line.rsplit(" ", 1)[1])
+        return found
 
     # -- one size: cold, idle, restart and change share a world
 
@@ -1578,10 +1741,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench_cluster.py", description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--label", default="run", help="names the results file: bench/results/<time>-<label>.json")
     parser.add_argument("--sizes", help="numbers of AppSchedules (default 100,1000)")
-    parser.add_argument("--scenarios", default="cold,change,rollout,idle,restart,admission")
+    parser.add_argument("--scenarios", default="cold,change,rollout,idle,restart,admission,fires")
     parser.add_argument("--idle-seconds", type=float, help="idle window at the largest size (default 300)")
     parser.add_argument("--edits", type=int, help="measured edits in the change scenario (default 100)")
     parser.add_argument("--rollout-size", type=int, help="AppSchedules on the Deployment (default 100)")
+    parser.add_argument("--fires-sizes", help="AppSchedules of 3 every-minute tasks in fires (default 100,300)")
+    parser.add_argument("--fires-minutes", type=float, help="the measured window of fires (default 5)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: N = 20 and 100, idle 30 s, 20 edits")
     parser.add_argument("--operator-python", default=sys.executable, help="the Python that runs the operator")
     parser.add_argument("--operator-path", help="put first on the operator's PYTHONPATH (a checkout's operator/)")
@@ -1594,11 +1759,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     quick = args.quick
     args.sizes = [int(s) for s in (args.sizes or ("20,100" if quick else "100,1000")).split(",")]
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = set(args.scenarios) - {"cold", "change", "rollout", "idle", "restart", "admission"}
+    unknown = set(args.scenarios) - {"cold", "change", "rollout", "idle", "restart", "admission", "fires"}
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     args.idle_seconds = args.idle_seconds or (30.0 if quick else 300.0)
     args.edits = args.edits or (20 if quick else 100)
+    args.fires_sizes = [int(s) for s in (args.fires_sizes or ("20" if quick else "100,300")).split(",")]
+    args.fires_minutes = args.fires_minutes or (2.0 if quick else 5.0)
     args.rollout_size = args.rollout_size or (20 if quick else 100)
     if args.crd is None:
         beside = Path(args.operator_path).resolve().parent / "crds" / CRD_NAME if args.operator_path else None
@@ -1636,6 +1803,8 @@ async def bench_main(args: argparse.Namespace, state: Path) -> Path:
                     "idle_seconds": args.idle_seconds,
                     "edits": args.edits,
                     "rollout_size": args.rollout_size,
+                    "fires_sizes": args.fires_sizes,
+                    "fires_minutes": args.fires_minutes,
                     "churn_per_second": CHURN_PER_SECOND,
                     "concurrency_of_floors": CONCURRENCY,
                     "timeout": args.timeout,
@@ -1653,6 +1822,9 @@ async def bench_main(args: argparse.Namespace, state: Path) -> Path:
             await bench.rollout(args.rollout_size)
         if "admission" in args.scenarios:
             await bench.admission(max(args.sizes))
+        if "fires" in args.scenarios:
+            for n in args.fires_sizes:
+                await bench.fires(n, args.fires_minutes)
         bench.results["machine"]["loadavg_at_end"] = list(os.getloadavg())
         bench.results["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
         bench.save()

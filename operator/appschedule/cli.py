@@ -15,11 +15,14 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from . import models, naming, render, schedule
+
+if TYPE_CHECKING:
+    from . import admission
 
 CRD_PATH = Path("crds") / f"{naming.GROUP}_{naming.PLURAL}.yaml"
 CHART_CRD_PATH = Path("charts") / "appschedule-operator" / "files" / CRD_PATH.name  # the chart's copy
@@ -130,7 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     import kopf
 
-    from . import controller, handlers
+    from . import admission, controller, handlers, webhooks
 
     if args.resync_seconds <= 0 or args.workers < 1 or args.full_resync_every < 1:
         raise UserError("--resync-seconds, --workers and --full-resync-every must be positive")
@@ -139,20 +142,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.verbose:  # kopf reports every watch event's handler at INFO; ours log each reconcile
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kinds = {k for k in args.webhooks.split(",") if k}
-    if not kinds <= set(handlers.WEBHOOKS):
-        raise UserError(f"--webhooks: choose from {', '.join(handlers.WEBHOOKS)}")
+    if not kinds <= set(webhooks.WEBHOOK_IDS):
+        raise UserError(f"--webhooks: choose from {', '.join(webhooks.WEBHOOK_IDS)}")
     if args.webhook_service and "/" not in args.webhook_service:
         raise UserError("--webhook-service must be <namespace>/<name>")
     handlers.OPTIONS = controller.Options(
         resync_seconds=args.resync_seconds, workers=args.workers, full_resync_every=args.full_resync_every,
-        webhook_port=args.webhook_port, webhook_addr=args.webhook_addr, webhook_host=args.webhook_host,
-        webhook_service=args.webhook_service, webhook_cert_dir=args.webhook_cert_dir, metrics_port=args.metrics_port,
-        webhooks=frozenset(kinds), webhook_config_name=args.webhook_config_name,
-        scanning=not args.no_scanning,
+        metrics_port=args.metrics_port, scanning=not args.no_scanning,
     )  # fmt: skip
-    if args.webhook_port:
-        handlers.register_webhooks(kinds)
     name_without_passwd_entry()
+    front = _front(args, frozenset(kinds))
+    if front is not None:  # forked now, before kopf starts a thread
+        heartbeat = admission.Heartbeat()
+        handlers.FRONT = (admission.start(front, heartbeat), heartbeat)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(
@@ -161,10 +163,43 @@ def cmd_run(args: argparse.Namespace) -> int:
                 priority=args.priority,
                 clusterwide=not args.namespace,
                 namespaces=args.namespace or (),
-                liveness_endpoint=args.liveness,
             )
         )
-    return 0
+    return 1 if handlers.FRONT_LOST else 0
+
+
+def _front(args: argparse.Namespace, kinds: frozenset[str]) -> admission.Front | None:
+    """What the admission process serves (admission.py): the webhooks, with their certificate from
+    --webhook-cert-dir or made now, and the liveness endpoint; None when neither is asked for."""
+    import tempfile
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    from . import admission, certs
+
+    liveness = None
+    if args.liveness:
+        url = urlsplit(args.liveness)
+        if url.scheme != "http" or not url.port:
+            raise UserError("--liveness must be http://HOST:PORT/PATH")
+        liveness = (url.hostname or "", url.port, url.path or "/healthz")
+    if not args.webhook_port and not liveness:
+        return None
+    files = None
+    if args.webhook_port:
+        if args.webhook_cert_dir:
+            files = certs.from_dir(Path(args.webhook_cert_dir))
+        else:
+            hosts = [args.webhook_host]
+            if args.webhook_service:
+                namespace, name = args.webhook_service.split("/", 1)
+                hosts = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}"]
+            files = certs.generate(Path(tempfile.mkdtemp(prefix="appschedule-webhook-")), hosts)
+    client = admission.client_config(files, args.webhook_port or 0, args.webhook_host, args.webhook_service)
+    return admission.Front(kinds=kinds if args.webhook_port else frozenset(), port=args.webhook_port,
+                           addr=args.webhook_addr, files=files, client=client,
+                           config_name=(args.webhook_config_name or None) if args.webhook_port else None,
+                           liveness=liveness)  # fmt: skip
 
 
 def cmd_key(args: argparse.Namespace) -> int:

@@ -50,15 +50,6 @@ class Options:
     resync_seconds: float = 60.0
     workers: int = 4
     full_resync_every: int = FULL_EVERY
-    webhook_port: int | None = None  # serve the admission webhooks on this port (None: no webhooks)
-    webhook_addr: str = "0.0.0.0"
-    webhook_host: str = "127.0.0.1"  # the name or address the API server calls (a URL), when no service
-    webhook_service: str | None = None  # "<namespace>/<name>": the API server calls this Service instead
-    webhook_cert_dir: str | None = None  # tls.crt, tls.key (and ca.crt); else a CA and certificate are made
-    webhooks: frozenset[str] = frozenset({"keys", "validation"})
-    webhook_config_name: str = (
-        "appschedule-operator.appschedule.dev"  # the Mutating/ValidatingWebhookConfiguration kopf keeps
-    )
     metrics_port: int | None = None
     scanning: bool = True  # kopf watches CRDs and namespaces (needs list/watch on them, cluster-wide)
 

@@ -18,9 +18,9 @@ was sent and decoded). Deployments cannot be filtered that way (AppSchedules nam
 Deployment event is decoded, and one that changes nothing a rendering reads costs nothing more.
 
 Jobs of our tasks are watched the same way (filtered by the ``appschedule.dev/task`` label on the API
-server) for the run ledger. The admission webhooks (webhooks.py) are kopf's, served over TLS with a
-certificate from files or made at start (certs.py); kopf keeps the webhook configurations, with their
-caBundle, in place. Prometheus metrics are served on their own port (metrics.py).
+server) for the run ledger. The admission webhooks and the liveness endpoint are answered by a process of
+their own (admission.py), which this loop tells that it is alive every second (``_heartbeat``); the
+operator stops when that process is gone. Prometheus metrics are served on their own port (metrics.py).
 
 kopf stores nothing on the objects (no finalizer, no annotations: only event and index handlers),
 so the operator can be killed at any point and converges when started again. The one finalizer is
@@ -34,24 +34,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Mapping
+from multiprocessing.process import BaseProcess
 from typing import Any
 
-import aiohttp.web
 import kopf
 
-from . import certs, metrics, naming, webhooks
+from . import admission, metrics, naming
 from .api import Cluster, api_client
 from .controller import Controller, Options
 from .state import project_appschedule, project_cronjob, project_deployment, project_job
 
 log = logging.getLogger("appschedule")
 OPTIONS = Options()
+FRONT: tuple[BaseProcess, admission.Heartbeat] | None = None  # the admission process, started by cli.py
+FRONT_LOST = False  # it exited: the operator stopped because of that
 CRONJOB_SELECTOR = f"{naming.MANAGED_BY}={naming.MANAGER}"
 
 
@@ -81,7 +81,7 @@ class _PeeringLog(logging.Handler):
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # the planning thread (controller.py) holds the GIL while it plans; hand it to the loop every 1 ms, not 5,
-    # so an admission request or a liveness probe waits about that long for it (bench-cluster's admission)
+    # so a watch event or a write's answer waits about that long for it
     sys.setswitchinterval(0.001)
     settings.persistence.finalizer = f"{naming.GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.GROUP)
@@ -96,71 +96,50 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.label_selectors["batch", "v1", "jobs"] = naming.LABEL_TASK
     settings.posting.level = logging.WARNING
     settings.scanning.disabled = not OPTIONS.scanning
-    if OPTIONS.webhook_port:
-        settings.admission.server = _webhook_server(OPTIONS)
-        settings.admission.managed = OPTIONS.webhook_config_name or None  # None: installed by the chart
     if OPTIONS.metrics_port:
         metrics.serve(OPTIONS.metrics_port)
     controller = Controller(Cluster(api_client()), OPTIONS)
     memo["controller"] = controller
     await controller.start()
+    if FRONT is not None:
+        _beat(controller, FRONT[1])  # the probe answers from the first second on
+    memo["heartbeat"] = asyncio.create_task(_heartbeat(controller))
     peering = _PeeringLog(controller)
     logging.getLogger("kopf").addHandler(peering)
     memo["peering_log"] = peering
 
 
-class _ServiceWebhookServer(kopf.WebhookServer):
-    """In a cluster the API server reaches the webhooks through a Service, not a URL."""
-
-    def __init__(self, service: str, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.service_namespace, self.service_name = service.split("/", 1)
-
-    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        async for config in super().__call__(fn):
-            yield {"service": {"namespace": self.service_namespace, "name": self.service_name, "port": 443},
-                   "caBundle": config.get("caBundle")}  # fmt: skip
-
-
-class _AdmissionApplication(aiohttp.web.Application):
-    """kopf's webhook server makes a plain ``aiohttp.web.Application``, which refuses a request over 1 MiB
-    with 413; the API server then fails open (failurePolicy Ignore) and an oversized AppSchedule would be
-    admitted unchecked. Admission reviews of objects up to the API server's own limit are read instead."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("client_max_size", ADMISSION_MAX_BYTES)
-        super().__init__(*args, **kwargs)
-
-
-ADMISSION_MAX_BYTES = 8 * 1024 * 1024  # an AdmissionReview holds the object (and the old one on UPDATE)
-
-
-def _webhook_server(options: Options) -> kopf.WebhookServer:
-    aiohttp.web.Application = _AdmissionApplication  # type: ignore[misc]  # kopf builds it by this name
-    if options.webhook_cert_dir:
-        files = certs.from_dir(Path(options.webhook_cert_dir))
-    else:
-        hosts = [options.webhook_host]
-        if options.webhook_service:
-            namespace, name = options.webhook_service.split("/", 1)
-            hosts = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}"]
-        files = certs.generate(Path(tempfile.mkdtemp(prefix="appschedule-webhook-")), hosts)
-    common: dict[str, Any] = {"addr": options.webhook_addr, "port": options.webhook_port, "certfile": str(files.cert),
-                              "pkeyfile": str(files.key), "cafile": str(files.ca) if files.ca else None}  # fmt: skip
-    if options.webhook_service:
-        return _ServiceWebhookServer(options.webhook_service, **common)
-    return kopf.WebhookServer(host=options.webhook_host, **common)
-
-
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     logging.getLogger("kopf").removeHandler(memo["peering_log"])
+    memo["heartbeat"].cancel()
     await _controller(memo).stop()
+    if FRONT is not None and FRONT[0].is_alive():
+        FRONT[0].terminate()
 
 
-@kopf.on.probe(id="workers")
-async def workers(memo: kopf.Memo, **_: Any) -> dict[str, Any]:
-    return _controller(memo).health()
+def _beat(controller: Controller, heartbeat: admission.Heartbeat) -> None:
+    try:
+        heartbeat.beat(controller.health(), None)
+    except Exception as error:  # a stuck worker: liveness fails, saying which
+        heartbeat.beat(None, str(error))
+
+
+async def _heartbeat(controller: Controller) -> None:
+    """Every second: tell the admission process this loop runs (liveness), and stop the operator (exit
+    status 1) if that process is gone: the pod restarts rather than run without its webhooks."""
+    global FRONT_LOST
+    if FRONT is None:
+        return
+    process, heartbeat = FRONT
+    while True:
+        _beat(controller, heartbeat)
+        if not process.is_alive():
+            log.error("the admission process exited (status %s): stopping the operator", process.exitcode)
+            FRONT_LOST = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        await asyncio.sleep(1)
 
 
 # -- the view, fed by the watch streams
@@ -229,55 +208,3 @@ async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, 
     controller = _deleted(event, memo)
     if controller and namespace:
         controller.wake(controller.state.drop_job(namespace, name))
-
-
-# -- admission (webhooks.py): failurePolicy Ignore, so an operator outage never blocks a run or a user
-
-
-async def key_jobs(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    try:
-        found = webhooks.mutate_job(body, datetime.now(UTC))
-    except Exception:  # an error would deny the Job (failurePolicy covers only calls that fail): admit it
-        log.exception("could not key Job %s; admitted without its key", body.get("metadata", {}).get("name"))
-        return
-    if found:
-        patch.update(found)
-
-
-async def check_appschedules(body: kopf.Body, userinfo: kopf.UserInfo, memo: Any, **kwargs: Any) -> None:
-    message = webhooks.check_appschedule(body)
-    if message:
-        raise kopf.AdmissionError(message, code=422)
-    if not webhooks.spec_changed(kwargs.get("operation"), kwargs.get("old"), kwargs.get("new")):
-        return
-    namespace = str(body.get("metadata", {}).get("namespace") or "")
-    review = webhooks.job_access_review(userinfo, namespace)
-    try:
-        loop = asyncio.get_running_loop()
-        status = await loop.run_in_executor(_REVIEWS, _controller(memo).cluster.review_access, review)
-    except Exception as error:  # fail closed: the check is what stands between this user and running Jobs
-        log.warning("SubjectAccessReview for %s failed: %s", userinfo.get("username"), error)
-        message = f"could not check that {userinfo.get('username')} may create Jobs in namespace {namespace}"
-        raise kopf.AdmissionError(f"{message}; try again ({type(error).__name__})", code=503) from None
-    refusal = webhooks.access_refusal(userinfo, namespace, status)
-    if refusal:
-        raise kopf.AdmissionError(refusal, code=403)
-
-
-# SubjectAccessReviews get threads of their own: a review never queues behind the controller's API calls, which
-# share the default executor; each is bounded by api.REVIEW_TIMEOUT, well within the webhook's timeoutSeconds
-_REVIEWS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="review")
-
-WEBHOOKS = ("keys", "validation")
-
-
-def register_webhooks(kinds: set[str]) -> None:
-    """Serve the admission webhooks named (keys: on Jobs; validation: on AppSchedules). Both are
-    failurePolicy Ignore and persistent (they stay configured while the operator restarts)."""
-    if "keys" in kinds:
-        kopf.on.mutate("batch", "v1", "jobs", id="key-jobs", operations=["CREATE"], persistent=True,
-                       ignore_failures=True, labels={naming.LABEL_TASK: kopf.PRESENT})(key_jobs)  # fmt: skip
-    if "validation" in kinds:
-        kopf.on.validate(naming.GROUP, naming.VERSION, naming.PLURAL, id="check-appschedules",
-                         operations=["CREATE", "UPDATE"], persistent=True, ignore_failures=True,
-                         subresource=None)(check_appschedules)  # fmt: skip

@@ -1,7 +1,7 @@
 """Admission: the key of every run, injected into its Job; an AppSchedule's spec, checked at ``kubectl apply``.
 
-Pure functions of the object under admission and ``now``; handlers.py wires them to kopf's webhook
-server and certs.py provides its certificate.
+Pure functions of the object under admission and ``now``; admission.py serves them in a process of its
+own and certs.py provides its certificate.
 
 * ``mutate_job``: a Job of one of our tasks (the webhook's objectSelector is the ``appschedule.dev/task``
   label, so no other Job of the cluster is ever sent here) gets ``APPSCHEDULE_SCHEDULED_TIME`` and
@@ -18,6 +18,10 @@ server and certs.py provides its certificate.
   allowed to create Jobs in that namespace (DESIGN, "Security"): the SubjectAccessReview to ask, and the
   message when the answer is no. Asked on CREATE and on an UPDATE that changes the spec.
 
+* ``respond`` / ``json_patch``: the AdmissionReview answer, and the JSON patch a merge patch makes of an object;
+* ``configurations``: the Mutating/ValidatingWebhookConfiguration of the webhooks served, for an operator that
+  keeps its own (the Helm chart installs the same ones itself, templates/webhook.yaml).
+
 The webhook's failurePolicy is Ignore: an operator outage never stops a run. A Job admitted without its
 key is reported by the ledger (``KeyNotInjected``) and ``appschedule key`` derives the same key inside
 the container.
@@ -25,9 +29,14 @@ the container.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import copy
+import json
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+import jsonpatch  # kopf's own dependency: the JSON patch of a merge
 
 from . import keys, naming
 from .render import render
@@ -140,3 +149,82 @@ def access_refusal(userinfo: Mapping[str, Any], namespace: str, status: Mapping[
         f"{user} may not create Jobs in namespace {namespace}{because}: an AppSchedule runs its tasks' commands "
         "as Jobs with the Deployment's image and ServiceAccount, so its author needs that right too"
     )
+
+
+KEY_JOBS = "key-jobs"  # the webhooks' ids: their URL paths, and their names before the configuration's
+CHECK_APPSCHEDULES = "check-appschedules"
+WEBHOOK_IDS = {"keys": KEY_JOBS, "validation": CHECK_APPSCHEDULES}
+TIMEOUT_SECONDS = 10  # the chart's default: the API server's wait before it fails open (Ignore)
+
+
+def respond(review: Mapping[str, Any], *, patch: list[dict[str, Any]] | None = None, refusal: str | None = None,
+            code: int = 403) -> dict[str, Any]:  # fmt: skip
+    """The AdmissionReview that answers ``review``: allowed (with a JSON patch), or refused with a message."""
+    response: dict[str, Any] = {"uid": str(_dict(review.get("request")).get("uid") or ""), "allowed": refusal is None}
+    if refusal is not None:
+        response["status"] = {"code": code, "message": refusal}
+    elif patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode("ascii")
+    return {"apiVersion": str(review.get("apiVersion") or "admission.k8s.io/v1"), "kind": "AdmissionReview",
+            "response": response}  # fmt: skip
+
+
+def json_patch(obj: Mapping[str, Any], merge: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON patch (RFC 6902) that turns ``obj`` into ``obj`` merged with ``merge`` (RFC 7386, lists replaced)."""
+    if not merge:
+        return []
+    merged = copy.deepcopy(dict(obj))
+    _merge_into(merged, merge)
+    ops: list[dict[str, Any]] = jsonpatch.JsonPatch.from_diff(dict(obj), merged).patch
+    return ops
+
+
+def _merge_into(target: dict[str, Any], merge: Mapping[str, Any]) -> None:
+    for key, value in merge.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping):
+            inner = target.get(key)
+            if not isinstance(inner, dict):
+                inner = target[key] = {}
+            _merge_into(inner, value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def configurations(name: str, kinds: Iterable[str], client: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The webhook configurations for the webhooks in ``kinds`` (keys, validation) under the name ``name``,
+    calling ``client`` (a clientConfig with ``url`` or ``service``, and ``caBundle``) at /<id>: the same
+    webhooks as the chart's, for an operator run by hand or by a test."""
+
+    def client_for(webhook: str) -> dict[str, Any]:
+        config = copy.deepcopy(dict(client))
+        if "url" in config:
+            config["url"] = f"{str(config['url']).rstrip('/')}/{webhook}"
+        else:
+            config["service"] = {**_dict(config.get("service")), "path": f"/{webhook}"}
+        return config
+
+    common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Ignore",
+              "matchPolicy": "Equivalent", "timeoutSeconds": TIMEOUT_SECONDS}  # fmt: skip
+    found: list[dict[str, Any]] = []
+    if "keys" in kinds:
+        found.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                      "metadata": {"name": name}, "webhooks": [{
+                          "name": f"{KEY_JOBS}.{name}", **common, "reinvocationPolicy": "Never",
+                          "clientConfig": client_for(KEY_JOBS),
+                          "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                     "resources": ["jobs"], "scope": "Namespaced"}],
+                          "objectSelector": {"matchExpressions": [{"key": naming.LABEL_TASK, "operator": "Exists"}]},
+                      }]})  # fmt: skip
+    if "validation" in kinds:
+        found.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                      "metadata": {"name": name}, "webhooks": [{
+                          "name": f"{CHECK_APPSCHEDULES}.{name}", **common,
+                          "clientConfig": client_for(CHECK_APPSCHEDULES),
+                          "rules": [{"apiGroups": [naming.GROUP], "apiVersions": [naming.VERSION],
+                                     "operations": ["CREATE", "UPDATE"], "resources": [naming.PLURAL],
+                                     "scope": "Namespaced"}],
+                      }]})  # fmt: skip
+    return found

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appschedule import naming
+from appschedule import admission, naming
 from appschedule.reconcile import plan
 from appschedule.state import LEDGER_FINALIZER, project_cronjob, project_job, world_of
 from appschedule.webhooks import mutate_job
@@ -99,6 +99,8 @@ def test_plan_returns_whatever_the_jobs_say(odd: list[dict[str, Any]]) -> None:
 def test_the_key_webhook_returns_whatever_the_job_says(job: dict[str, Any]) -> None:
     patch = mutate_job(job, NOW)
     assert isinstance(patch, dict)
+    answer = admission.key_job({"request": {"uid": "u", "object": job}}, NOW)  # what the API server receives
+    assert answer["response"]["allowed"] is True and answer["response"]["uid"] == "u"
     project_job(job)
     project_cronjob(job)
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 import ssl
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 
-from appschedule import certs, cli, naming, render, webhooks
+from appschedule import admission, certs, cli, naming, render, webhooks
 from appschedule.state import LEDGER_FINALIZER
 from appschedule.webhooks import check_appschedule, mutate_job
 
@@ -139,3 +143,120 @@ def test_only_a_spec_change_needs_the_review() -> None:
     assert not webhooks.spec_changed("UPDATE", old, relabelled)
     assert webhooks.spec_changed("UPDATE", old, {"spec": {"tasks": [2]}})
     assert not webhooks.spec_changed("DELETE", old, None)
+
+
+def answered(answer: dict[str, Any]) -> dict[str, Any]:
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    response: dict[str, Any] = answer["response"]
+    return response
+
+
+def test_the_key_webhook_answers_with_a_json_patch_that_keys_the_job() -> None:
+    job = job_from_cronjob("shop-report-29819100", {naming.CRONJOB_SCHEDULED_TIMESTAMP: "2026-09-11T17:00:00Z"})
+    del job["metadata"]["annotations"]  # a Job with no annotations at all: the patch must create the map
+    response = answered(
+        admission.key_job({"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u1", "object": job}}, NOW)
+    )
+    assert response["uid"] == "u1" and response["allowed"] is True and response["patchType"] == "JSONPatch"
+    ops = json.loads(base64.b64decode(response["patch"]))
+    keyed = jsonpatch.apply_patch(job, ops)
+    assert keyed["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == "report@2026-09-11T17:00:00Z"
+    assert keyed["metadata"]["finalizers"] == [LEDGER_FINALIZER]
+    pod = keyed["spec"]["template"]["spec"]
+    for container in [*pod["containers"], *pod["initContainers"]]:
+        assert env_of(container)["APPSCHEDULE_IDEMPOTENCY_KEY"] == "report@2026-09-11T17:00:00Z"
+    assert keyed == webhooks_merge(job, webhooks.mutate_job(job, NOW))
+
+
+def webhooks_merge(obj: dict[str, Any], merge: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 written out again, independently of webhooks.json_patch's."""
+    out = dict(obj)
+    for key, value in merge.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict):
+            inner = out.get(key)
+            out[key] = webhooks_merge(inner if isinstance(inner, dict) else {}, value)
+        else:
+            out[key] = value
+    return out
+
+
+def test_a_job_the_key_webhook_cannot_read_is_admitted_unkeyed() -> None:
+    for review in ({}, {"request": None}, {"request": {"uid": "u", "object": "a string"}}):
+        response = answered(admission.key_job(review, NOW))
+        assert response["allowed"] is True and "patch" not in response
+
+
+def test_validation_answers_refusals_with_code_and_message() -> None:
+    async def never(_: Any) -> dict[str, Any]:
+        raise AssertionError("an invalid spec is refused before any SubjectAccessReview")
+
+    async def allowed(_: Any) -> dict[str, Any]:
+        return {"allowed": True}
+
+    async def denied(_: Any) -> dict[str, Any]:
+        return {"allowed": False, "reason": "no RBAC"}
+
+    async def failing(_: Any) -> dict[str, Any]:
+        raise TimeoutError
+
+    def review(body: dict[str, Any], operation: str = "CREATE", old: Any = None) -> dict[str, Any]:
+        return {"request": {"uid": "v", "operation": operation, "object": body, "oldObject": old,
+                            "userInfo": {"username": "alice"}}}  # fmt: skip
+
+    bad = appschedule(schedule="61 * * * *")
+    response = answered(asyncio.run(admission.check_appschedule(review(bad), never)))
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    assert "task 'report'" in response["status"]["message"]
+    good = appschedule()
+    assert answered(asyncio.run(admission.check_appschedule(review(good), allowed)))["allowed"] is True
+    response = answered(asyncio.run(admission.check_appschedule(review(good), denied)))
+    assert (
+        response["status"]["code"] == 403
+        and "alice may not create Jobs in namespace shop (no RBAC)" in (response["status"]["message"])
+    )
+    response = answered(asyncio.run(admission.check_appschedule(review(good), failing)))
+    assert response["status"]["code"] == 503 and "try again (TimeoutError)" in response["status"]["message"]
+    relabelled = {**good, "metadata": {**good["metadata"], "labels": {"x": "y"}}}
+    assert answered(asyncio.run(admission.check_appschedule(review(relabelled, "UPDATE", good), never)))["allowed"]
+
+
+def test_the_configurations_call_each_webhook_at_its_path() -> None:
+    url = webhooks.configurations("t.appschedule.dev", {"keys", "validation"}, {"url": "https://h:1", "caBundle": "Q"})
+    mutating, validating = url
+    assert mutating["kind"] == "MutatingWebhookConfiguration" and validating["kind"] == "ValidatingWebhookConfiguration"
+    (key,) = mutating["webhooks"]
+    assert key["name"] == "key-jobs.t.appschedule.dev" and key["failurePolicy"] == "Ignore"
+    assert key["clientConfig"] == {"url": "https://h:1/key-jobs", "caBundle": "Q"}
+    assert key["objectSelector"]["matchExpressions"] == [{"key": naming.LABEL_TASK, "operator": "Exists"}]
+    assert validating["webhooks"][0]["clientConfig"]["url"] == "https://h:1/check-appschedules"
+    service = {"service": {"namespace": "ops", "name": "op", "port": 443}}
+    (only,) = webhooks.configurations("t", {"validation"}, service)
+    assert only["webhooks"][0]["clientConfig"]["service"] == {"namespace": "ops", "name": "op", "port": 443,
+                                                              "path": "/check-appschedules"}  # fmt: skip
+    assert service["service"] == {"namespace": "ops", "name": "op", "port": 443}  # not changed in place
+
+
+def test_the_chart_and_the_operator_configure_the_same_webhooks() -> None:
+    chart = (Path(__file__).parents[2] / "charts" / "appschedule-operator" / "templates" / "webhook.yaml").read_text()
+    for body in webhooks.configurations("appschedule.dev", {"keys", "validation"}, {"url": "https://h:1"}):
+        (hook,) = body["webhooks"]
+        assert f"- name: {hook['name']}" in chart and f"path: /{hook['name'].split('.')[0]}" in chart
+
+
+def test_liveness_says_when_the_loop_is_silent_or_a_worker_stuck() -> None:
+    assert admission.liveness({}, 100.0)[0] == 503
+    assert admission.liveness({"beat": 90.0, "workers": {"queued": 0}}, 100.0) == (200, {"workers": {"queued": 0}})
+    code, body = admission.liveness({"beat": 30.0}, 100.0)
+    assert code == 500 and body["error"] == "the controller's event loop has not run for 70s"
+    assert admission.liveness({"beat": 99.0, "stuck": "a worker has been stuck for 130s"}, 100.0)[0] == 500
+
+
+def test_the_heartbeat_is_read_as_written() -> None:
+    heartbeat = admission.Heartbeat()
+    heartbeat.beat({"queued": 3, "requests": {f"ns-{i}": i for i in range(10)}}, None)
+    state = heartbeat.read()
+    assert state["workers"]["queued"] == 3 and state["stuck"] is None
+    heartbeat.beat({"requests": {f"namespace-{i}": i for i in range(10_000)}}, None)  # past the buffer
+    assert heartbeat.read()["workers"] is None and heartbeat.read()["beat"] > 0

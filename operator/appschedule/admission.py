@@ -1,0 +1,273 @@
+"""The admission process: both webhooks and the liveness endpoint, answered by a process of their own.
+
+Why a process: the webhooks are pure (webhooks.py) and keep no state, and they must answer within the API
+server's timeout whatever the controller is doing. In the operator's interpreter they waited for the GIL
+behind planning and behind kopf's handling of every watch event: bench-cluster's admission scenario measured
+a p99 of 300 ms for the key webhook while 1,000 AppSchedules were planned cold (BENCHMARKS.md). Here they
+share nothing with the controller but the code: the process is forked at start, before kopf or any thread
+exists, so it holds the imported modules copy-on-write and costs a few MiB of its own.
+
+* Webhooks: kopf's ``WebhookServer`` (TLS, the files re-read when they are renewed) with our own dispatch:
+  ``/key-jobs`` keys a Job (``webhooks.mutate_job``), ``/check-appschedules`` validates an AppSchedule and
+  asks its SubjectAccessReview in a thread of a small pool, with a client of this process. When the
+  operator keeps its own webhook configurations (``--webhook-config-name``, not in the chart), this process
+  writes them once it listens, and again when the certificate changes.
+* Liveness: the controller's event loop writes a heartbeat every second (``Heartbeat``: a time on the
+  machine's monotonic clock, which both processes read alike, and the controller's health); the probe is
+  answered from it at once, and fails when the heartbeat is older than ``SILENT_SECONDS`` (the loop is
+  wedged) or a worker is stuck (``Controller.health``).
+* Lifetimes: this process ends with its parent (the kernel's parent-death signal, and a check every second);
+  the operator stops, exit status 1, when this process is gone (handlers.py), so the pod restarts rather
+  than run without its webhooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import functools
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from multiprocessing.process import BaseProcess
+from multiprocessing.sharedctypes import SynchronizedString
+from typing import Any
+
+import aiohttp.web
+
+from . import certs, webhooks
+
+log = logging.getLogger("appschedule.admission")
+
+SILENT_SECONDS = 60.0  # a heartbeat this old: the controller's loop has not run for a minute, liveness fails
+HEARTBEAT_BYTES = 64 * 1024
+ADMISSION_MAX_BYTES = 8 * 1024 * 1024  # an AdmissionReview holds the object (and the old one on UPDATE)
+
+
+@dataclass(frozen=True)
+class Front:
+    """What the admission process serves: the webhooks in ``kinds`` on ``port`` and/or liveness at ``liveness``."""
+
+    kinds: frozenset[str]
+    port: int | None
+    addr: str
+    files: certs.TLSFiles | None
+    client: Mapping[str, Any]  # the clientConfig the API server calls (without the path), caBundle included
+    config_name: str | None  # keep Mutating/ValidatingWebhookConfigurations of this name; None: someone else does
+    liveness: tuple[str, int, str] | None  # host, port, path
+
+
+class Heartbeat:
+    """The controller's sign of life, shared with the admission process: written every second by the event
+    loop, read by the liveness probe."""
+
+    def __init__(self) -> None:
+        self._buffer: SynchronizedString = multiprocessing.get_context("fork").Array("c", HEARTBEAT_BYTES)  # type: ignore[assignment]
+
+    def beat(self, health: Mapping[str, Any] | None, stuck: str | None) -> None:
+        data = json.dumps({"beat": time.monotonic(), "stuck": stuck, "workers": health}).encode()
+        if len(data) >= HEARTBEAT_BYTES:  # a cluster with very many namespaces: the per-namespace counts go
+            data = json.dumps({"beat": time.monotonic(), "stuck": stuck, "workers": None}).encode()
+        with self._buffer.get_lock():
+            self._buffer.value = data
+
+    def read(self) -> dict[str, Any]:
+        with self._buffer.get_lock():
+            data = self._buffer.value
+        found: dict[str, Any] = json.loads(data) if data else {}
+        return found
+
+
+def liveness(state: Mapping[str, Any], now: float) -> tuple[int, dict[str, Any]]:
+    """The probe's answer from the last heartbeat: 200 with the controller's health, or 500 saying why not."""
+    if not state:
+        return 503, {"error": "the controller has not started yet"}
+    silent = now - float(state.get("beat") or 0.0)
+    if silent > SILENT_SECONDS:
+        return 500, {"error": f"the controller's event loop has not run for {silent:.0f}s"}
+    if state.get("stuck"):
+        return 500, {"error": str(state["stuck"])}
+    return 200, {"workers": state.get("workers") or {}}
+
+
+def client_config(files: certs.TLSFiles | None, port: int, host: str, service: str | None) -> dict[str, Any]:
+    """The clientConfig the API server calls: a Service (port 443) in a cluster, else https://host:port."""
+    config: dict[str, Any]
+    if service:
+        namespace, name = service.split("/", 1)
+        config = {"service": {"namespace": namespace, "name": name, "port": 443}}
+    else:
+        config = {"url": f"https://{host}:{port}"}
+    if files is not None:
+        import base64
+
+        config["caBundle"] = base64.b64encode((files.ca or files.cert).read_bytes()).decode("ascii")
+    return config
+
+
+def start(front: Front, heartbeat: Heartbeat) -> BaseProcess:
+    """Fork the admission process; call before any thread exists (before kopf starts)."""
+    process = multiprocessing.get_context("fork").Process(
+        target=_main, args=(front, heartbeat, os.getpid()), name="appschedule-admission", daemon=True
+    )
+    process.start()
+    return process
+
+
+# -- inside the admission process
+
+
+def _main(front: Front, heartbeat: Heartbeat, parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the operator stops us
+    with contextlib.suppress(OSError, AttributeError):  # Linux: SIGTERM when the operator dies, even by SIGKILL
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        return
+    asyncio.run(_serve(front, heartbeat, parent))
+
+
+async def _serve(front: Front, heartbeat: Heartbeat, parent: int) -> None:
+    tasks = []
+    if front.port and front.files:
+        tasks.append(asyncio.create_task(_webhooks(front)))
+    runner = await _liveness(front.liveness, heartbeat) if front.liveness else None
+    try:
+        while os.getppid() == parent and not any(t.done() for t in tasks):
+            await asyncio.sleep(1)
+        for task in tasks:
+            if task.done() and task.exception():
+                log.error("the webhook server stopped: %r", task.exception())
+    finally:
+        for task in tasks:
+            task.cancel()
+        if runner:
+            await runner.cleanup()
+
+
+async def _webhooks(front: Front) -> None:
+    import kopf
+
+    from .api import Cluster, api_client
+
+    assert front.files is not None
+    # kopf's server makes a plain aiohttp Application, which refuses a request over 1 MiB with 413; the API
+    # server then fails open (Ignore) and an oversized AppSchedule would be admitted unchecked. It builds it by
+    # this name, and this process has no other aiohttp application that it could change
+    aiohttp.web.Application = functools.partial(aiohttp.web.Application, client_max_size=ADMISSION_MAX_BYTES)  # type: ignore[misc,assignment]
+    reviews = ThreadPoolExecutor(max_workers=4, thread_name_prefix="review")
+    cluster: list[Cluster] = []
+
+    def review_access(review: dict[str, Any]) -> dict[str, Any]:
+        if not cluster:
+            cluster.append(Cluster(api_client()))
+        return cluster[0].review_access(review)
+
+    async def answer(review: dict[str, Any], *, webhook: str | None, **_: Any) -> dict[str, Any]:
+        if webhook == webhooks.KEY_JOBS and "keys" in front.kinds:
+            return key_job(review, datetime.now(UTC))
+        if webhook == webhooks.CHECK_APPSCHEDULES and "validation" in front.kinds:
+            loop = asyncio.get_running_loop()
+            return await check_appschedule(review, lambda r: loop.run_in_executor(reviews, review_access, r))
+        raise aiohttp.web.HTTPNotFound(reason=f"no webhook {webhook!r} here")
+
+    server = kopf.WebhookServer(addr=front.addr or None, port=front.port, certfile=str(front.files.cert),
+                                pkeyfile=str(front.files.key), host="localhost")  # fmt: skip
+    async for _config in server(answer):  # type: ignore[arg-type]  # our dispatch, not kopf's registry
+        log.info("admission webhooks listening on %s:%s", front.addr, front.port)
+        if front.config_name:
+            await asyncio.get_running_loop().run_in_executor(reviews, _configure, front)
+
+
+def _configure(front: Front) -> None:
+    """Create or replace our webhook configurations, trying for a minute (the API server may be starting)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from .api import api_client
+
+    api = client.AdmissionregistrationV1Api(api_client())
+    assert front.config_name is not None
+    for body in webhooks.configurations(front.config_name, front.kinds, front.client):
+        mutating = body["kind"] == "MutatingWebhookConfiguration"
+        create = api.create_mutating_webhook_configuration if mutating else api.create_validating_webhook_configuration
+        read = api.read_mutating_webhook_configuration if mutating else api.read_validating_webhook_configuration
+        replace = (api.replace_mutating_webhook_configuration if mutating
+                   else api.replace_validating_webhook_configuration)  # fmt: skip
+        for attempt in range(30):
+            try:
+                try:
+                    create(body)
+                except ApiException as error:
+                    if error.status != 409:
+                        raise
+                    body["metadata"]["resourceVersion"] = read(front.config_name).metadata.resource_version
+                    replace(front.config_name, body)
+                break
+            except Exception as error:
+                log.warning("could not write %s %s (attempt %d): %s", body["kind"], front.config_name, attempt, error)
+                time.sleep(2)
+
+
+def key_job(review: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The key webhook's answer: the Job keyed; admitted unkeyed, never refused, if anything goes wrong (the
+    ledger then reports KeyNotInjected)."""
+    request = review.get("request")
+    job = request.get("object") if isinstance(request, Mapping) else None
+    if not isinstance(job, Mapping):
+        return webhooks.respond(review)
+    try:
+        return webhooks.respond(review, patch=webhooks.json_patch(job, webhooks.mutate_job(job, now)))
+    except Exception:
+        name = job.get("metadata", {}).get("name") if isinstance(job.get("metadata"), Mapping) else None
+        log.exception("could not key Job %s; admitted without its key", name)
+        return webhooks.respond(review)
+
+
+async def check_appschedule(review: Mapping[str, Any], review_access: Any) -> dict[str, Any]:
+    """The validating webhook's answer: the spec's own errors first (cheap), then, when the spec is set or
+    changed, whether its author may create Jobs in the namespace (a SubjectAccessReview, failing closed)."""
+    request = review.get("request")
+    request = request if isinstance(request, Mapping) else {}
+    body = request.get("object")
+    body = body if isinstance(body, Mapping) else {}
+    message = webhooks.check_appschedule(body)
+    if message:
+        return webhooks.respond(review, refusal=message, code=422)
+    if not webhooks.spec_changed(request.get("operation"), request.get("oldObject"), body):
+        return webhooks.respond(review)
+    userinfo = request.get("userInfo")
+    userinfo = userinfo if isinstance(userinfo, Mapping) else {}
+    metadata = body.get("metadata")
+    namespace = (metadata.get("namespace") if isinstance(metadata, Mapping) else None) or request.get("namespace")
+    namespace = str(namespace or "")
+    try:
+        status = await review_access(webhooks.job_access_review(userinfo, namespace))
+    except Exception as error:  # fail closed: the check is what stands between this user and running Jobs
+        log.warning("SubjectAccessReview for %s failed: %s", userinfo.get("username"), error)
+        message = f"could not check that {userinfo.get('username')} may create Jobs in namespace {namespace}"
+        return webhooks.respond(review, refusal=f"{message}; try again ({type(error).__name__})", code=503)
+    refusal = webhooks.access_refusal(userinfo, namespace, status)
+    return webhooks.respond(review, refusal=refusal) if refusal else webhooks.respond(review)
+
+
+async def _liveness(where: tuple[str, int, str], heartbeat: Heartbeat) -> aiohttp.web.AppRunner:
+    host, port, path = where
+
+    async def probe(_: aiohttp.web.Request) -> aiohttp.web.Response:
+        code, body = liveness(heartbeat.read(), time.monotonic())
+        return aiohttp.web.json_response(body, status=code)
+
+    app = aiohttp.web.Application()
+    app.add_routes([aiohttp.web.get(path, probe)])
+    runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    await aiohttp.web.TCPSite(runner, host or None, port, reuse_address=True).start()
+    return runner
