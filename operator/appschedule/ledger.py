@@ -36,12 +36,22 @@ A Job whose time cannot be read (an annotation that is not an RFC 3339 time, a n
 years schedule.py computes in: keys.py says what) is not filed: it is reported once (``OddJob``, its
 record says so while it exists) and its finalizer released, and every other Job and task goes on.
 
+A step is a row of small pure functions over a ``Book`` (the step's working state: the status as it was,
+the records, a typed ``Tally`` of the counts, the Events as ``Note`` values): ``tracked`` (counting
+restarts on a new schedule or zone), ``Seen.of`` (the Jobs by record name, with their times), ``admit``
+(Jobs first seen), ``follow`` (their outcomes), ``suspension_spans``, ``blocked_spans`` (the stated
+reasons), ``settled_until`` and ``settle`` (missed and skipped), ``look_ahead`` (late, and when to wake)
+and ``health`` (what RunsHealthy says); tests/unit/test_ledger_steps.py tests each. Times are aware UTC
+datetimes inside a step; the status stores them as RFC 3339 strings, written by one serializer
+(``keys.rfc3339``) and read by one parser (``keys.parse_time``).
+
 Known limits: a hand-made Job for a time already settled as missed counts as a run (the time stays
 missed); a duplicate is recognised against the Jobs that still exist and the last 10 runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -147,54 +157,149 @@ def _within(moment: datetime, intervals: Sequence[tuple[datetime, datetime]]) ->
     return any(start < moment <= end for start, end in intervals)
 
 
+@dataclass
+class Tally:
+    """The counts while a step changes them (``Counts`` is the status's copy)."""
+
+    runs: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    missed: int = 0
+    late: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    stuck: int = 0
+
+    @classmethod
+    def of(cls, counts: Counts | None) -> Tally:
+        return cls(**(counts or Counts()).model_dump())
+
+    def counts(self) -> Counts:
+        return Counts(**dataclasses.asdict(self))
+
+
+@dataclass(frozen=True)
+class Note:
+    """One thing an Event will say (``count`` things: a MissedRun note counts every time it names)."""
+
+    text: str
+    count: int = 1
+
+
+@dataclass
+class Book:
+    """What one step works on: the task's status as it was, and its records as the phases change them."""
+
+    config: TaskConfig
+    now: datetime
+    base: TaskStatus
+    since: datetime  # tracking began: earlier times are not counted
+    checked: datetime  # times up to here are settled
+    tally: Tally
+    recent: dict[str, RunRecord]  # by scheduled time
+    records: dict[str, JobRecord]  # by record name
+    notes: dict[str, list[Note]] = field(default_factory=dict)  # by Event reason
+    release: list[str] = field(default_factory=list)
+    finished: list[tuple[str, float]] = field(default_factory=list)
+    wake_at: datetime | None = None
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def note(self, reason: str, text: str, count: int = 1) -> None:
+        self.notes.setdefault(reason, []).append(Note(text, count))
+
+    def wake(self, moment: datetime) -> None:
+        self.wake_at = _earliest(self.wake_at, moment)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The task's Jobs in the view, by record name, with their times and whether they say they are filed."""
+
+    by_name: dict[str, JobView]
+    timed: dict[str, keys.Scheduled]
+    filed: frozenset[str]
+
+    @classmethod
+    def of(cls, jobs: Sequence[JobView], config: TaskConfig) -> Seen:
+        by_name = {record_name(job.name): job for job in jobs}
+        filed = frozenset(name for name, job in by_name.items() if job.annotations.get(naming.ANNOTATION_FILED))
+        return cls(by_name, {name: job_time(job, config) for name, job in by_name.items()}, filed)
+
+
 def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobView], now: datetime) -> Advance:
-    """One step of the task's ledger; see the module docstring."""
+    """One step of the task's ledger (see the module docstring): the phases below, in order."""
     now = now.replace(microsecond=0)
+    base = tracked(progress, config, now)
+    since = _t(base.tracking_since) or now
+    book = Book(config=config, now=now, base=base, since=since, checked=_t(base.checked_until) or since,
+                tally=Tally.of(base.counts), recent={r.scheduled_time: r for r in base.recent or []},
+                records={r.name: r for r in base.jobs or []})  # fmt: skip
+    seen = Seen.of(jobs, config)
+    run_times, waiting = admit(book, seen)
+    follow(book, seen)
+    spans = suspension_spans(base, config, now)
+    job_times = {_t(r.scheduled_time) for r in book.records.values()} | {_t(t) for t in run_times} | waiting
+    known = {t for t in job_times if t is not None}
+    blocked = blocked_spans(book, seen, jobs, spans)
+    settle(book, seen, settled_until(config, book.checked, known, now), known, blocked)
+    late_since = look_ahead(book, known, blocked)
+    ordered = sorted(book.recent.values(), key=lambda r: r.scheduled_time, reverse=True)[:RECENT]
+    book.problems += health(config.task, ordered)
+    runs = [r for r in ordered if r.job]
+    status = book.base.model_copy(update={
+        "checked_until": _s(book.checked),
+        "late_since": late_since if late_since and (_t(late_since) or now) > book.checked else None,
+        "counts": book.tally.counts(),
+        "recent": ordered or None,
+        "last_run": runs[0] if runs else book.base.last_run,
+        "jobs": sorted(book.records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
+        "suspensions": [Suspension(since=_s(start), until=_s(end) if end else None)
+                        for start, end in spans if end is None or end > book.checked][-SUSPENSIONS_MAX:] or None,
+    })  # fmt: skip
+    return Advance(status=status, events=[_event(reason, config.task, notes) for reason, notes in book.notes.items()],
+                   release=book.release, finished=book.finished, wake_at=book.wake_at,
+                   problems=book.problems)  # fmt: skip
+
+
+def tracked(progress: TaskStatus | None, config: TaskConfig, now: datetime) -> TaskStatus:
+    """The status to go on from: counting (re)starts now when the task is first tracked or its schedule or
+    time zone changed (what was settled under the old one stays settled; counts are kept)."""
     base = progress or TaskStatus(name=config.task)
     schedule = config.schedule
     if base.tracking_since is None or (base.schedule, base.time_zone) != (schedule.expression, schedule.time_zone):
-        # first tracked, or the schedule or time zone changed: counting (re)starts now; counts are kept
-        base = base.model_copy(update={
+        return base.model_copy(update={
             "schedule": schedule.expression, "time_zone": schedule.time_zone, "tracking_since": _s(now),
             "checked_until": _s(now), "late_since": None,
         })  # fmt: skip
-    since = _t(base.tracking_since) or now
-    checked = _t(base.checked_until) or since
-    counts = (base.counts or Counts()).model_dump()
-    recent: dict[str, RunRecord] = {r.scheduled_time: r for r in base.recent or []}
-    records: dict[str, JobRecord] = {r.name: r for r in base.jobs or []}
-    result = Advance(status=base)
-    events: dict[str, list[str]] = {}
+    return base
 
-    def event(reason: str, text: str) -> None:
-        events.setdefault(reason, []).append(text)
 
-    # -- Jobs first seen: a run, or a duplicate of one. A Job the ledger is done with says so itself
-    # (ANNOTATION_FILED, set when its finalizer went); the status remembers at most JOBS_MAX others: a Job
-    # beyond them waits, uncounted but not missed, until one of those is filed.
-    by_name = {record_name(job.name): job for job in jobs}
-    timed = {name: job_time(job, config) for name, job in by_name.items()}
-    filed = {name for name, job in by_name.items() if job.annotations.get(naming.ANNOTATION_FILED)}
+def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
+    """Jobs first seen: each a run, or a duplicate of one. A Job the ledger is done with says so itself
+    (ANNOTATION_FILED, set when its finalizer went); the status remembers at most JOBS_MAX others: a Job beyond
+    them waits, uncounted but not missed, until one of those is filed. Returns the times that got a run (as
+    stored) and the times of the Jobs that wait."""
+    config, records, recent = book.config, book.records, book.recent
     run_times = {r.scheduled_time for r in records.values()} | {
         t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
     }
-    waiting: set[datetime] = set()  # times of Jobs not counted yet (no room in the status): not missed either
-    for name in filed - records.keys():
-        if timed[name].problem is None and timed[name].time >= since:
-            run_times.add(_s(timed[name].time))
-    for job in sorted(by_name.values(), key=lambda j: (j.created, j.name)):
+    waiting: set[datetime] = set()
+    for name in seen.filed - records.keys():
+        if seen.timed[name].problem is None and seen.timed[name].time >= book.since:
+            run_times.add(_s(seen.timed[name].time))
+    for job in sorted(seen.by_name.values(), key=lambda j: (j.created, j.name)):
         name = record_name(job.name)
-        if name in records or name in filed:
+        if name in records or name in seen.filed:
             continue
-        problem = timed[name].problem
+        problem = seen.timed[name].problem
         if problem is not None:  # reported once: the release marks it filed
-            event("OddJob", f"{job.name}: {problem}")
-            result.release.append(job.name)
+            book.note("OddJob", f"{job.name}: {problem}")
+            book.release.append(job.name)
             continue
-        scheduled = timed[name].time
-        if scheduled < since:  # before tracking began: not counted; let it go when it is done
+        scheduled = seen.timed[name].time
+        if scheduled < book.since:  # before tracking began: not counted; let it go when it is done
             if job.finalizer and (job.outcome or job.deleting):
-                result.release.append(job.name)
+                book.release.append(job.name)
             continue
         active = sum(1 for r in records.values() if not r.finished)
         if len(records) >= JOBS_MAX or (not (job.outcome or job.deleting) and active >= ACTIVE_MAX):
@@ -204,223 +309,261 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         stamp = _s(scheduled)
         injected = bool(job.annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY))
         if not injected:
-            event("KeyNotInjected", f"{job.name} ({key})")
+            book.note("KeyNotInjected", f"{job.name} ({key})")
         if stamp in run_times:
-            counts["duplicates"] += 1
-            event("DuplicateRun", f"{job.name} ({key})")
+            book.tally.duplicates += 1
+            book.note("DuplicateRun", f"{job.name} ({key})")
             if stamp in recent:
                 old = recent[stamp]
                 recent[stamp] = old.model_copy(update={"duplicates": (old.duplicates or 0) + 1})
             records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
             continue
-        created = _t(job.created) or now
+        created = _t(job.created) or book.now
         delay = max(0, int((created - scheduled).total_seconds()))
-        counts["runs"] += 1
+        book.tally.runs += 1
         if delay > config.grace:
-            counts["late"] += 1
+            book.tally.late += 1
         recent[stamp] = RunRecord(
             key=key, job=name, scheduled_time=stamp, state="Active", start_time=_clean(job.created),
             delay_seconds=delay, attempts=0, key_injected=None if injected else False,
         )  # fmt: skip
         records[name] = JobRecord(name=name, scheduled_time=stamp, run=True, active_from=_clean(job.created))
         run_times.add(stamp)
+    return run_times, waiting
 
-    # -- outcomes of the Jobs counted
+
+def follow(book: Book, seen: Seen) -> None:
+    """The outcomes of the Jobs counted: finished (succeeded, failed, stuck at its deadline), gone unseen,
+    or still active (stuck past activeDeadlineSeconds, no pod after the grace); records let go once settled."""
+    config, records, recent, now = book.config, book.records, book.recent, book.now
     for name, record in list(records.items()):
-        seen = by_name.get(name)
-        if seen is not None and name in filed and record.finished:
-            if _settled(record, checked, now):  # the Job says it is filed, and nothing of it is left to settle
+        job = seen.by_name.get(name)
+        if job is not None and name in seen.filed and record.finished:
+            if _settled(record, book.checked, now):  # the Job says it is filed, and nothing of it is left to settle
                 del records[name]
             continue  # else kept: a history limit may delete it before the fires its span blocked are settled
         stamp = record.scheduled_time
         run = recent.get(stamp) if record.run else None
         if run is not None and run.job != name:
             run = None
-        if seen is None:
+        if job is None:
             if not record.finished and run is not None:
                 recent[stamp] = run.model_copy(update={"state": "Unknown"})
             if not record.finished:
                 record = record.model_copy(update={"finished": True})
-            if _settled(record, checked, now):
+            if _settled(record, book.checked, now):
                 del records[name]  # gone and settled: nothing can count it again
             else:
                 records[name] = record
             continue
-        attempts = seen.active + seen.succeeded + seen.failed
+        attempts = job.active + job.succeeded + job.failed
         if run is not None:
-            run = run.model_copy(update={"attempts": attempts, "state": _state(seen),
-                                         "finish_time": _clean(seen.finish_time) or run.finish_time})  # fmt: skip
+            run = run.model_copy(update={"attempts": attempts, "state": _state(job),
+                                         "finish_time": _clean(job.finish_time) or run.finish_time})  # fmt: skip
             recent[stamp] = run
         key = keys.key_of(config.task, _t(stamp) or now)
         if record.finished:
-            if seen.finalizer or name not in filed:
-                result.release.append(seen.name)
+            if job.finalizer or name not in seen.filed:
+                book.release.append(job.name)
             continue
-        started = _t(seen.created) or now
-        if seen.outcome or seen.deleting:
-            deadline = seen.reason == "DeadlineExceeded"
-            if record.run:
-                if seen.outcome == "Complete":
-                    counts["succeeded"] += 1
-                    last = _t(base.last_successful_time)
-                    if last is None or (_t(stamp) or now) > last:
-                        base = base.model_copy(update={"last_successful_time": stamp})
-                    result.finished.append(("succeeded", _seconds(started, seen.finish_time, now)))
-                else:
-                    counts["failed"] += 1
-                    why = seen.reason or ("deleted before it finished" if seen.deleting else "failed")
-                    event("RunFailed", f"{name} ({key}): {why}")
-                    result.finished.append(("failed", _seconds(started, seen.finish_time, now)))
-                    if run is not None and not seen.outcome:
-                        recent[stamp] = run.model_copy(update={"state": "Failed"})
-            if deadline and not record.stuck:
-                counts["stuck"] += 1
-                event("StuckRun", f"{name} ({key}): stopped after activeDeadlineSeconds")
-                record = record.model_copy(update={"stuck": True})
-                if run is not None:
-                    recent[stamp] = recent[stamp].model_copy(update={"stuck": True})
-            records[name] = record.model_copy(update={"finished": True, "active_until": _clean(seen.finish_time)})
-            result.release.append(seen.name)
+        if job.outcome or job.deleting:
+            records[name] = _ended(book, record, job, run, key)
+            book.release.append(job.name)
             continue
-        # still active
-        if config.active_deadline is not None:
-            limit = started + timedelta(seconds=config.active_deadline) + SETTLE_SLACK
-            if now >= limit and not record.stuck:
-                counts["stuck"] += 1
-                event("StuckRun", f"{name} ({key}): active for more than {config.active_deadline}s")
-                record = record.model_copy(update={"stuck": True})
-                if run is not None:
-                    recent[stamp] = recent[stamp].model_copy(update={"stuck": True})
-            elif now < limit:
-                result.wake_at = _earliest(result.wake_at, limit)
-        if record.stuck:
-            result.problems.append(("StuckRun", f"task {config.task!r}: run {key} is stuck"))
-        if attempts == 0:
-            grace_end = (_t(stamp) or now) + timedelta(seconds=config.grace)
-            if now >= grace_end:
-                if not record.not_started:
-                    event("RunNotStarted", f"{name} ({key}): no pod was started; see `kubectl describe job {name}`")
-                    record = record.model_copy(update={"not_started": True})
-                result.problems.append(("RunNotStarted", f"task {config.task!r}: Job {name} ({key}) has no pod"))
-            else:
-                result.wake_at = _earliest(result.wake_at, grace_end)
-        records[name] = record
+        records[name] = _active(book, record, job, run, key, attempts)
 
-    # -- suspension: the span is recorded when the CronJob is suspended and resumed (``config`` is what this
-    # reconcile writes), so a time is skipped for it even when it is settled after the resume
-    spans = [(_t(s.since) or now, _t(s.until)) for s in base.suspensions or []]
+
+def _ended(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, key: str) -> JobRecord:
+    """A counted Job that has finished (or is being deleted before it did): its outcome counted once."""
+    stamp, now = record.scheduled_time, book.now
+    started = _t(job.created) or now
+    if record.run:
+        if job.outcome == "Complete":
+            book.tally.succeeded += 1
+            last = _t(book.base.last_successful_time)
+            if last is None or (_t(stamp) or now) > last:
+                book.base = book.base.model_copy(update={"last_successful_time": stamp})
+            book.finished.append(("succeeded", _seconds(started, job.finish_time, now)))
+        else:
+            book.tally.failed += 1
+            why = job.reason or ("deleted before it finished" if job.deleting else "failed")
+            book.note("RunFailed", f"{record.name} ({key}): {why}")
+            book.finished.append(("failed", _seconds(started, job.finish_time, now)))
+            if run is not None and not job.outcome:
+                book.recent[stamp] = run.model_copy(update={"state": "Failed"})
+    if job.reason == "DeadlineExceeded" and not record.stuck:
+        record = _stuck(book, record, run, f"{record.name} ({key}): stopped after activeDeadlineSeconds")
+    return record.model_copy(update={"finished": True, "active_until": _clean(job.finish_time)})
+
+
+def _stuck(book: Book, record: JobRecord, run: RunRecord | None, text: str) -> JobRecord:
+    book.tally.stuck += 1
+    book.note("StuckRun", text)
+    if run is not None:
+        book.recent[record.scheduled_time] = book.recent[record.scheduled_time].model_copy(update={"stuck": True})
+    return record.model_copy(update={"stuck": True})
+
+
+def _active(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, key: str, attempts: int) -> JobRecord:
+    """A counted Job still active: stuck past its deadline, or without a pod past the grace; when to look again."""
+    config, now = book.config, book.now
+    started = _t(job.created) or now
+    if config.active_deadline is not None:
+        limit = started + timedelta(seconds=config.active_deadline) + SETTLE_SLACK
+        if now >= limit and not record.stuck:
+            record = _stuck(book, record, run, f"{record.name} ({key}): active for more than {config.active_deadline}s")
+        elif now < limit:
+            book.wake(limit)
+    if record.stuck:
+        book.problems.append(("StuckRun", f"task {config.task!r}: run {key} is stuck"))
+    if attempts == 0:
+        grace_end = (_t(record.scheduled_time) or now) + timedelta(seconds=config.grace)
+        if now >= grace_end:
+            if not record.not_started:
+                book.note("RunNotStarted", f"{record.name} ({key}): no pod was started; see `kubectl describe job "
+                          f"{record.name}`")  # fmt: skip
+                record = record.model_copy(update={"not_started": True})
+            book.problems.append(("RunNotStarted", f"task {config.task!r}: Job {record.name} ({key}) has no pod"))
+        else:
+            book.wake(grace_end)
+    return record
+
+
+Span = tuple[datetime, datetime | None]
+
+
+def suspension_spans(base: TaskStatus, config: TaskConfig, now: datetime) -> list[Span]:
+    """The spans the CronJob was suspended: one opens when this reconcile suspends it and closes when it
+    resumes (``config`` is what this reconcile writes), so a time is skipped for it even when it is settled
+    after the resume."""
+    spans: list[Span] = [(_t(s.since) or now, _t(s.until)) for s in base.suspensions or []]
     if config.suspend and not (spans and spans[-1][1] is None):
         spans.append((now, None))
     elif not config.suspend and spans and spans[-1][1] is None:
         spans[-1] = (spans[-1][0], now)
+    return spans
 
-    # -- settle the times no Job can come for any more
-    job_times = {_t(r.scheduled_time) for r in records.values()} | {_t(t) for t in run_times} | waiting
-    latest = previous_fire(schedule, now - SETTLE_SLACK)
-    until = checked
-    if latest is not None and latest > checked:
-        deadline_passed = (
-            config.starting_deadline is not None
-            and latest + timedelta(seconds=config.starting_deadline) <= now - SETTLE_SLACK
-        )
-        # a suspension settles nothing early: when the CronJob resumes, the controller starts its most recent
-        # missed fire if the starting deadline allows, also one from before or during the suspension
-        if latest in job_times or deadline_passed:
-            until = latest
-        else:
-            before = previous_fire(schedule, latest - timedelta(seconds=1))
-            until = before if before is not None and before > checked else checked
-    # times with a stated reason for no Job: the CronJob was suspended, or (Forbid) a Job of the task was active
+
+def settled_until(config: TaskConfig, checked: datetime, job_times: set[datetime], now: datetime) -> datetime:
+    """How far the times can be settled now: the latest fire before the slack if it got a Job or its starting
+    deadline has passed (the CronJob controller starts only the most recent missed time, and only within the
+    deadline), else the fire before it. A suspension settles nothing early: when the CronJob resumes, the
+    controller starts its most recent missed fire if the deadline allows, also one from before the suspension."""
+    latest = previous_fire(config.schedule, now - SETTLE_SLACK)
+    if latest is None or latest <= checked:
+        return checked
+    deadline_passed = (
+        config.starting_deadline is not None
+        and latest + timedelta(seconds=config.starting_deadline) <= now - SETTLE_SLACK
+    )
+    if latest in job_times or deadline_passed:
+        return latest
+    before = previous_fire(config.schedule, latest - timedelta(seconds=1))
+    return before if before is not None and before > checked else checked
+
+
+Interval = tuple[datetime, datetime]
+
+
+def blocked_spans(book: Book, seen: Seen, jobs: Sequence[JobView], spans: Sequence[Span]) -> list[Interval]:
+    """The spans in which a time without a Job has a stated reason: the CronJob was suspended, or (Forbid)
+    a Job of the task was active, also one already gone whose span is not settled yet."""
+    now = book.now
     reasons = [(start, end or now) for start, end in spans]
-    if config.concurrency == "Forbid":
+    if book.config.concurrency == "Forbid":
         reasons += [(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)]
-        # and the Jobs already gone (released and deleted by a history limit) whose span is not settled yet
         reasons += [
-            (start, end) for r in records.values() if r.name not in by_name
+            (start, end) for r in book.records.values() if r.name not in seen.by_name
             for start, end in [(_t(r.active_from), _t(r.active_until))] if start is not None and end is not None
         ]  # fmt: skip
-    blocked = _merge(reasons)
-    if until > checked:
-        fires = count_fires(schedule, checked, until) - len(repeats_between(schedule, checked, until))
-        ran = {t for t in job_times if t is not None and checked < t <= until and previous_fire(schedule, t) == t}
-        empty = max(0, fires - len(ran))
-        skipped = sum(
-            count_fires(schedule, max(start, checked), min(end, until)) for start, end in blocked
-            if min(end, until) > max(start, checked)
-        )  # fmt: skip
-        skipped -= sum(1 for t in ran if _within(t, blocked))
-        skipped = max(0, min(skipped, empty))
-        missed = empty - skipped
-        counts["skipped"] += skipped
-        counts["missed"] += missed
-        if missed:
-            times = _missed_times(schedule, checked, until, ran, blocked, missed)
-            for moment in times:
-                stamp = _s(moment)
-                recent.setdefault(stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp,
-                                                   state="Missed"))  # fmt: skip
-            previous = list(base.missed_times or [])
-            base = base.model_copy(update={"missed_times": sorted({*previous, *map(_s, times)}, reverse=True)[:RECENT]})
-            event("MissedRun", f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})")
-        checked = until
-        for name, record in list(records.items()):  # gone or filed Jobs whose time and span are now settled
-            if (name not in by_name or (name in filed and record.finished)) and _settled(record, checked, now):
-                del records[name]
+    return _merge(reasons)
 
-    # -- what is due and not there yet: late, and when to look again
-    pending = next_fire(schedule, checked)
-    late_since = base.late_since
+
+def settle(book: Book, seen: Seen, until: datetime, job_times: set[datetime],
+           blocked: Sequence[tuple[datetime, datetime]]) -> None:  # fmt: skip
+    """Settle the times in (checked, until] that got no Job: skipped where a span gives the reason, else
+    missed; then let go of the records of gone or filed Jobs whose time and span are now settled."""
+    checked, schedule, config = book.checked, book.config.schedule, book.config
+    if until <= checked:
+        return
+    fires = count_fires(schedule, checked, until) - len(repeats_between(schedule, checked, until))
+    ran = {t for t in job_times if checked < t <= until and previous_fire(schedule, t) == t}
+    empty = max(0, fires - len(ran))
+    skipped = sum(
+        count_fires(schedule, max(start, checked), min(end, until)) for start, end in blocked
+        if min(end, until) > max(start, checked)
+    )  # fmt: skip
+    skipped -= sum(1 for t in ran if _within(t, blocked))
+    skipped = max(0, min(skipped, empty))
+    missed = empty - skipped
+    book.tally.skipped += skipped
+    book.tally.missed += missed
+    if missed:
+        times = _missed_times(schedule, checked, until, ran, blocked, missed)
+        for moment in times:
+            stamp = _s(moment)
+            book.recent.setdefault(stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp,
+                                                    state="Missed"))  # fmt: skip
+        previous = list(book.base.missed_times or [])
+        book.base = book.base.model_copy(
+            update={"missed_times": sorted({*previous, *map(_s, times)}, reverse=True)[:RECENT]}
+        )
+        book.note("MissedRun", f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})",
+                  count=missed)  # fmt: skip
+    book.checked = until
+    for name, record in list(book.records.items()):  # gone or filed Jobs whose time and span are now settled
+        gone = name not in seen.by_name or (name in seen.filed and record.finished)
+        if gone and _settled(record, until, book.now):
+            del book.records[name]
+
+
+def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[datetime, datetime]]) -> str | None:
+    """What is due and has no Job yet (late past the grace: RunLate once per time), and when time alone
+    next changes something (``wake_at``). Returns the time reported late, as stored."""
+    config, schedule, now = book.config, book.config.schedule, book.now
+    pending = next_fire(schedule, book.checked)
+    late_since = book.base.late_since
     while pending is not None and pending <= now and (pending in job_times or repeat_of(schedule, pending)):
         pending = next_fire(schedule, pending)
     if pending is not None and pending <= now and not config.suspend and not _within(pending, blocked):
         grace_end = pending + timedelta(seconds=config.grace)
         if now >= grace_end:
             if late_since != _s(pending):
-                event("RunLate", f"{keys.key_of(config.task, pending)}: no Job {int((now - pending).total_seconds())}s "
-                      "after its time")  # fmt: skip
+                book.note("RunLate", f"{keys.key_of(config.task, pending)}: no Job "
+                          f"{int((now - pending).total_seconds())}s after its time")  # fmt: skip
                 late_since = _s(pending)
-            result.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {_s(pending)}"))
+            book.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {_s(pending)}"))
         else:
-            result.wake_at = _earliest(result.wake_at, grace_end)
+            book.wake(grace_end)
         following = next_fire(schedule, pending)
         if following is not None:
-            result.wake_at = _earliest(result.wake_at, following + SETTLE_SLACK)
+            book.wake(following + SETTLE_SLACK)
         if config.starting_deadline is not None:
-            result.wake_at = _earliest(
-                result.wake_at, pending + timedelta(seconds=config.starting_deadline) + SETTLE_SLACK
-            )
+            book.wake(pending + timedelta(seconds=config.starting_deadline) + SETTLE_SLACK)
     upcoming = next_fire(schedule, now)
     if upcoming is not None:
-        result.wake_at = _earliest(result.wake_at, upcoming + SETTLE_SLACK)
+        book.wake(upcoming + SETTLE_SLACK)
     # a time that got its Job settles SETTLE_SLACK after it, not when the next one has come and gone
     just_fired = previous_fire(schedule, now)
-    if just_fired is not None and just_fired > checked and just_fired in job_times and just_fired + SETTLE_SLACK > now:
-        result.wake_at = _earliest(result.wake_at, just_fired + SETTLE_SLACK)
+    fresh = just_fired is not None and just_fired > book.checked and just_fired + SETTLE_SLACK > now
+    if just_fired is not None and fresh and just_fired in job_times:
+        book.wake(just_fired + SETTLE_SLACK)
+    return late_since
 
-    ordered = sorted(recent.values(), key=lambda r: r.scheduled_time, reverse=True)[:RECENT]
-    runs = [r for r in ordered if r.job]
-    for entry in ordered:
+
+def health(task: str, recent: Sequence[RunRecord]) -> list[tuple[str, str]]:
+    """What the RunsHealthy condition says of the recent runs: (reason, message), newest first."""
+    problems: list[tuple[str, str]] = []
+    for entry in recent:
         if entry.state == "Missed":
-            result.problems.append(("MissedRun", f"task {config.task!r}: missed {entry.key}"))
+            problems.append(("MissedRun", f"task {task!r}: missed {entry.key}"))
         elif entry.state == "Failed":
-            result.problems.append(("RunFailed", f"task {config.task!r}: run {entry.key} failed"))
+            problems.append(("RunFailed", f"task {task!r}: run {entry.key} failed"))
         if entry.duplicates:
-            result.problems.append(("DuplicateRun", f"task {config.task!r}: {entry.key} ran "
-                                    f"{entry.duplicates + 1} times"))  # fmt: skip
+            problems.append(("DuplicateRun", f"task {task!r}: {entry.key} ran {entry.duplicates + 1} times"))
         if entry.stuck and entry.state != "Active":
-            result.problems.append(("StuckRun", f"task {config.task!r}: run {entry.key} was stuck"))
-    result.status = base.model_copy(update={
-        "checked_until": _s(checked),
-        "late_since": late_since if late_since and (_t(late_since) or now) > checked else None,
-        "counts": Counts(**counts),
-        "recent": ordered or None,
-        "last_run": runs[0] if runs else base.last_run,
-        "jobs": sorted(records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
-        "suspensions": [Suspension(since=_s(start), until=_s(end) if end else None)
-                        for start, end in spans if end is None or end > checked][-SUSPENSIONS_MAX:] or None,
-    })  # fmt: skip
-    result.events = [_event(reason, config.task, texts) for reason, texts in events.items()]
-    return result
+            problems.append(("StuckRun", f"task {task!r}: run {entry.key} was stuck"))
+    return problems
 
 
 def _settled(record: JobRecord, checked: datetime, now: datetime) -> bool:
@@ -469,16 +612,16 @@ _TITLES = {
 }  # fmt: skip
 
 
-def _event(reason: str, task: str, texts: list[str]) -> LedgerEvent:
+def _event(reason: str, task: str, notes: list[Note]) -> LedgerEvent:
     """One Event per task and reason per step, whatever the number of runs: its message is bounded."""
+    count = sum(note.count for note in notes)
     if reason == "MissedRun":
-        count = sum(int(t.split(" ", 1)[0]) for t in texts)
-        message = f"task {task!r}: {texts[0]}" if len(texts) == 1 else f"task {task!r}: {count} missed"
+        message = f"task {task!r}: {notes[0].text}" if len(notes) == 1 else f"task {task!r}: {count} missed"
         return LedgerEvent("Warning", reason, task, count, message[:MESSAGE_MAX])
-    shown = "; ".join(texts[:3]) + (f"; and {len(texts) - 3} more" if len(texts) > 3 else "")
-    many = f" ({len(texts)})" if len(texts) > 1 else ""
+    shown = "; ".join(note.text for note in notes[:3]) + (f"; and {len(notes) - 3} more" if len(notes) > 3 else "")
+    many = f" ({len(notes)})" if len(notes) > 1 else ""
     message = f"task {task!r}: {_TITLES[reason]}{many}: {shown}"
-    return LedgerEvent("Warning", reason, task, len(texts), message[:MESSAGE_MAX])
+    return LedgerEvent("Warning", reason, task, count, message[:MESSAGE_MAX])
 
 
 def totals(tasks: Mapping[str, TaskStatus]) -> dict[str, int]:
