@@ -49,6 +49,7 @@ log = logging.getLogger("appschedule.admission")
 
 SILENT_SECONDS = 60.0  # a heartbeat this old: the controller's loop has not run for a minute, liveness fails
 HEARTBEAT_BYTES = 64 * 1024
+SLOW_SECONDS = 0.25  # an admission (or its SubjectAccessReview) slower than this is logged
 ADMISSION_MAX_BYTES = 8 * 1024 * 1024  # an AdmissionReview holds the object (and the old one on UPDATE)
 
 
@@ -163,20 +164,33 @@ async def _webhooks(front: Front) -> None:
     # this name, and this process has no other aiohttp application that it could change
     aiohttp.web.Application = functools.partial(aiohttp.web.Application, client_max_size=ADMISSION_MAX_BYTES)  # type: ignore[misc,assignment]
     reviews = ThreadPoolExecutor(max_workers=4, thread_name_prefix="review")
-    cluster: list[Cluster] = []
+    loop = asyncio.get_running_loop()
+    # the client is made before the first request (reading the kubeconfig or the ServiceAccount and building
+    # its TLS context takes a while), so no review waits for it
+    cluster = (
+        await loop.run_in_executor(reviews, lambda: Cluster(api_client())) if "validation" in front.kinds else None
+    )
 
     def review_access(review: dict[str, Any]) -> dict[str, Any]:
-        if not cluster:
-            cluster.append(Cluster(api_client()))
-        return cluster[0].review_access(review)
+        assert cluster is not None
+        started = time.monotonic()
+        try:
+            return cluster.review_access(review)
+        finally:
+            if time.monotonic() - started > SLOW_SECONDS:
+                log.warning("a SubjectAccessReview took %.0f ms", (time.monotonic() - started) * 1000)
 
     async def answer(review: dict[str, Any], *, webhook: str | None, **_: Any) -> dict[str, Any]:
-        if webhook == webhooks.KEY_JOBS and "keys" in front.kinds:
-            return key_job(review, datetime.now(UTC))
-        if webhook == webhooks.CHECK_APPSCHEDULES and "validation" in front.kinds:
-            loop = asyncio.get_running_loop()
-            return await check_appschedule(review, lambda r: loop.run_in_executor(reviews, review_access, r))
-        raise aiohttp.web.HTTPNotFound(reason=f"no webhook {webhook!r} here")
+        started = time.monotonic()
+        try:
+            if webhook == webhooks.KEY_JOBS and "keys" in front.kinds:
+                return key_job(review, datetime.now(UTC))
+            if webhook == webhooks.CHECK_APPSCHEDULES and "validation" in front.kinds:
+                return await check_appschedule(review, lambda r: loop.run_in_executor(reviews, review_access, r))
+            raise aiohttp.web.HTTPNotFound(reason=f"no webhook {webhook!r} here")
+        finally:
+            if time.monotonic() - started > SLOW_SECONDS:
+                log.warning("admission by %s took %.0f ms", webhook, (time.monotonic() - started) * 1000)
 
     server = kopf.WebhookServer(addr=front.addr or None, port=front.port, certfile=str(front.files.cert),
                                 pkeyfile=str(front.files.key), host="localhost")  # fmt: skip
