@@ -93,6 +93,11 @@ class Controller:
         for key in keys:
             self.queue.add(key, urgent=urgent)
 
+    def wake_soon(self, keys: set[Key]) -> None:
+        """For a Job's events: one reconcile for the burst they come in (workqueue.add_soon)."""
+        for key in keys:
+            self.queue.add_soon(key)
+
     def initial_listing_done(self) -> None:
         """Every watch has its initial listing in: decisions may be taken from now on."""
         if not self.listed.is_set():

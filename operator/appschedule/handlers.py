@@ -166,7 +166,7 @@ async def cronjob_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 @kopf.index("batch", "v1", "jobs")
 async def job_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller = _controller(memo)
-    controller.wake(controller.state.put_job(project_job(body)))
+    controller.wake_soon(controller.state.put_job(project_job(body)))
 
 
 # -- deletions, and the start of the work once every listing is in
@@ -207,4 +207,4 @@ async def cronjob_event(event: Mapping[str, Any], namespace: str | None, name: s
 async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
     controller = _deleted(event, memo)
     if controller and namespace:
-        controller.wake(controller.state.drop_job(namespace, name))
+        controller.wake_soon(controller.state.drop_job(namespace, name))

@@ -445,10 +445,15 @@ def suspension_spans(base: TaskStatus, config: TaskConfig, now: datetime) -> lis
 
 
 def settled_until(config: TaskConfig, checked: datetime, job_times: set[datetime], now: datetime) -> datetime:
-    """How far the times can be settled now: the latest fire before the slack if it got a Job or its starting
-    deadline has passed (the CronJob controller starts only the most recent missed time, and only within the
-    deadline), else the fire before it. A suspension settles nothing early: when the CronJob resumes, the
-    controller starts its most recent missed fire if the deadline allows, also one from before the suspension."""
+    """How far the times can be settled now: the fire just come if it has its Job already (every earlier fire
+    is older than the slack: settled in the same step, so its run is recorded in one write); else the latest
+    fire before the slack if it got a Job or its starting deadline has passed (the CronJob controller starts
+    only the most recent missed time, and only within the deadline), else the fire before it. A suspension
+    settles nothing early: when the CronJob resumes, the controller starts its most recent missed fire if
+    the deadline allows, also one from before the suspension."""
+    just = previous_fire(config.schedule, now)
+    if just is not None and just > checked and just in job_times:
+        return just
     latest = previous_fire(config.schedule, now - SETTLE_SLACK)
     if latest is None or latest <= checked:
         return checked
@@ -543,11 +548,6 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
     upcoming = next_fire(schedule, now)
     if upcoming is not None:
         book.wake(upcoming + SETTLE_SLACK)
-    # a time that got its Job settles SETTLE_SLACK after it, not when the next one has come and gone
-    just_fired = previous_fire(schedule, now)
-    fresh = just_fired is not None and just_fired > book.checked and just_fired + SETTLE_SLACK > now
-    if just_fired is not None and fresh and just_fired in job_times:
-        book.wake(just_fired + SETTLE_SLACK)
     return late_since
 
 

@@ -194,4 +194,42 @@ def _valid_deployment(value: Mapping[str, Any]) -> bool:
 
 
 def changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
-    return json.dumps(new, sort_keys=True, default=str) != json.dumps(old, sort_keys=True, default=str)
+    """Whether ``new`` must be written over ``old``: it says something ``old`` does not.
+
+    What only the ledger's own bookkeeping let go is not such a thing: records of Jobs (``jobs``: filed ones
+    whose time is settled) and suspension spans (``suspensions``) that nothing needs any more. A step from
+    ``old`` lets them go again the same way (as after a restart: the ledger goes on from any status it
+    wrote), so they ride on the next write that matters, and the status stored is always the whole result
+    of one step. Every count, run, time (``checkedUntil`` included), condition or new record is written at
+    once."""
+    return _dump(_without_housekeeping(new, old)) != _dump(old)
+
+
+def _dump(status: Mapping[str, Any]) -> str:
+    return json.dumps(status, sort_keys=True, default=str)
+
+
+def _without_housekeeping(new: Mapping[str, Any], old: Mapping[str, Any]) -> Mapping[str, Any]:
+    before = {t.get("name"): t for t in old.get("tasks") or [] if isinstance(t, Mapping)}
+    tasks = new.get("tasks")
+    if not isinstance(tasks, list) or not before:
+        return new
+    kept: list[Any] = []
+    for task in tasks:
+        was = before.get(task.get("name")) if isinstance(task, Mapping) else None
+        if was is None:
+            kept.append(task)
+            continue
+        task = dict(task)
+        for field in ("jobs", "suspensions"):
+            if all(item in (was.get(field) or []) for item in task.get(field) or []):  # only some let go
+                _restore(task, was, field)
+        kept.append(task)
+    return {**new, "tasks": kept}
+
+
+def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
+    if field in was:
+        task[field] = was[field]
+    else:
+        task.pop(field, None)

@@ -8,6 +8,9 @@
 * A failing key gets one retry timer with exponential back-off (capped at 60 s), and resyncs leave it
   alone meanwhile; a real change of the object (an urgent add) retries it at once, so a user's fix is
   not kept waiting by the back-off.
+* A Job's events come in bursts (created, pod started, finished, filed; the tasks of one AppSchedule fire
+  together): ``add_soon`` queues its key a moment later, and every event meanwhile joins that one add, so
+  a burst is one reconcile and one status write, not one per event.
 * A key that failed only because the API server was away (unreachable, 5xx, 429: ``transient``) backs off
   to at most ``MAX_TRANSIENT_BACKOFF``, and the first success of any key after it retries every such key
   at once: when the API server returns, nothing waits out a back-off grown during its absence.
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 Key = tuple[str, str]
 MAX_BACKOFF = 60.0
 MAX_TRANSIENT_BACKOFF = 5.0
+SOON = 1.0  # seconds a Job event's add waits for the rest of its burst
 
 
 @dataclass
@@ -35,6 +39,7 @@ class WorkQueue:
     failures: dict[Key, int] = field(default_factory=dict)
     backoff: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)
     transient: set[Key] = field(default_factory=set)  # backing off only because the API server was away
+    soon: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # adds waiting for the rest of a burst
     _tokens: asyncio.Queue[None] = field(default_factory=asyncio.Queue)  # one per queued key
 
     def __len__(self) -> int:
@@ -55,6 +60,16 @@ class WorkQueue:
             self.queued.add(key)
             (self.urgent if urgent else self.background).append(key)
             self._tokens.put_nowait(None)
+
+    def add_soon(self, key: Key, delay: float = SOON) -> None:
+        """Queue ``key`` (urgent) in ``delay`` seconds; an add already waiting, or the key queued, covers it."""
+        if key in self.soon or key in self.queued:
+            return
+        self.soon[key] = asyncio.get_running_loop().call_later(delay, self._soon, key)
+
+    def _soon(self, key: Key) -> None:
+        self.soon.pop(key, None)
+        self.add(key)
 
     async def get(self) -> Key:
         await self._tokens.get()
@@ -102,7 +117,8 @@ class WorkQueue:
         return time.monotonic() - min(self.active.values()) if self.active else 0.0
 
     def close(self) -> None:
-        for timer in self.backoff.values():
+        for timer in [*self.backoff.values(), *self.soon.values()]:
             timer.cancel()
+        self.soon.clear()
         self.backoff.clear()
         self.transient.clear()

@@ -190,3 +190,20 @@ def test_an_api_server_outage_grows_no_long_back_off_and_its_return_retries_ever
         assert len(queue) == 0 and broken in queue.backoff and not queue.transient
 
     run(scenario)
+
+
+def test_a_burst_of_job_events_is_one_add() -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        for _ in range(5):  # created, pod started, finished, filed... within the moment
+            queue.add_soon(("ns", "x"), delay=0.05)
+        assert len(queue) == 0  # not yet
+        assert await asyncio.wait_for(queue.get(), 1) == ("ns", "x")
+        queue.done(("ns", "x"))
+        await asyncio.sleep(0.1)
+        assert len(queue) == 0 and not queue.soon  # the burst was one add
+        queue.add(("ns", "y"))
+        queue.add_soon(("ns", "y"), delay=0.01)  # already queued: covered
+        assert not queue.soon
+
+    run(scenario)

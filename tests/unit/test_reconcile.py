@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from appschedule import status
 from appschedule.cronjobs import HASH_ANNOTATION, holds
 from appschedule.reconcile import plan
 from appschedule.state import world_of as world
@@ -215,3 +216,22 @@ def test_missing_deployment_keeps_the_image_status_and_reports_task_errors(
     message = result.status["conditions"][0]["message"]
     assert "'renamed' not found" in message
     assert "task 'sync-inventory' (spec.tasks[2].schedule)" in message
+
+
+def test_records_let_go_ride_on_the_next_write_that_matters() -> None:
+    record = {"name": "shop-report-1", "scheduledTime": "2026-09-11T15:00:00Z", "run": True, "finished": True}
+    other = {"name": "shop-report-2", "scheduledTime": "2026-09-11T15:01:00Z", "run": True}
+    task: dict[str, Any] = {"name": "report", "checkedUntil": "2026-09-11T15:01:00Z", "jobs": [record, other],
+                            "suspensions": [{"since": "x", "until": "y"}]}  # fmt: skip
+    old = {"observedGeneration": 1, "tasks": [task]}
+
+    def new(**fields: Any) -> dict[str, Any]:
+        changed = {k: v for k, v in {**task, **fields}.items() if v is not None}
+        return {"observedGeneration": 1, "tasks": [changed]}
+
+    assert not status.changed(new(jobs=[other], suspensions=None), old)  # only let go: the next write carries it
+    assert status.changed({**new(jobs=[other]), "observedGeneration": 2}, old)  # with anything else: written
+    assert status.changed(new(checkedUntil="2026-09-11T15:02:00Z"), old)  # a settled time is written at once
+    assert status.changed(new(jobs=[record, other, {**other, "name": "3"}]), old)  # a new record too
+    assert status.changed(new(jobs=[record, {**other, "finished": True}]), old)  # and a record that changed
+    assert status.changed({"tasks": [{"name": "new"}]}, {})
