@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -39,6 +39,7 @@ from .workqueue import Key, WorkQueue
 
 log = logging.getLogger("appschedule")
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
+STATUS_WAIT = 5.0  # seconds a status that only adds started runs may wait for more (their end), then written
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
 TRANSIENT_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # the API server away or not ready yet: retried soon
 
@@ -82,6 +83,7 @@ class Controller:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
     timers: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # when time alone changes a ledger
+    waiting: dict[Key, float] = field(default_factory=dict)  # a status of started runs waits since (monotonic)
     # plans run here, off the event loop, one at a time: a plan is CPU under the GIL, so more threads would
     # plan no faster and only queue the loop (webhooks, probes) behind more of them
     _planner: ThreadPoolExecutor = field(init=False, repr=False)
@@ -92,6 +94,14 @@ class Controller:
     def wake(self, keys: set[Key], *, urgent: bool = True) -> None:
         for key in keys:
             self.queue.add(key, urgent=urgent)
+
+    def _may_wait(self, key: Key) -> bool:
+        """A status of runs that started may wait, STATUS_WAIT at most since the first such plan."""
+        return self._waiting_left(key) > 0
+
+    def _waiting_left(self, key: Key) -> float:
+        first = self.waiting.setdefault(key, time.monotonic())
+        return max(0.0, STATUS_WAIT - (time.monotonic() - first))
 
     def wake_soon(self, keys: set[Key]) -> None:
         """For a Job's events: one reconcile for the burst they come in (workqueue.add_soon)."""
@@ -225,6 +235,7 @@ class Controller:
     async def reconcile(self, key: Key, now: datetime) -> Outcome:
         world = await self._world(key)
         if world is None:  # gone or going: its CronJobs go with it (garbage collection by ownerReference)
+            self.waiting.pop(key, None)
             outcome = Outcome()
             if key not in self.state.appschedules:  # its Jobs can be counted by nobody: let them go
                 holding = [j.name for j in self.state.jobs_of(key) if j.finalizer]
@@ -280,6 +291,12 @@ class Controller:
             self._record(key, self.state.drop_cronjob(cronjob.namespace, name))
         appschedule = world.appschedule.as_object()
         metrics.track(key[0], key[1], view.status)
+        if decided.status_changed and decided.status_can_wait and self._may_wait(key):
+            # only runs that started: wait for the rest of the burst (most often their end) and write once. The
+            # step is done again from the stored status then, with its Events and releases (none are lost)
+            self._wake_at(key, _earliest(decided.wake_at, now + timedelta(seconds=self._waiting_left(key))), now)
+            return outcome
+        self.waiting.pop(key, None)
         if decided.status_changed:
             try:
                 body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
@@ -399,3 +416,7 @@ def _missed(status: Mapping[str, Any]) -> int:
         missed = counts.get("missed") if isinstance(counts, Mapping) else None
         total += missed if isinstance(missed, int) else 0
     return total
+
+
+def _earliest(current: datetime | None, candidate: datetime) -> datetime:
+    return candidate if current is None or candidate < current else current

@@ -103,9 +103,9 @@ class Advance:
 
 def record_name(name: str) -> str:
     """A Job's name as the status holds it: as it is up to 63 characters, else cut and given a hash."""
-    if len(name) <= NAME_MAX and name.isascii():
+    if len(name) <= NAME_MAX and all(" " <= c <= "~" for c in name):  # what the status's pattern allows
         return name
-    cut = name[: NAME_MAX - 11].encode("ascii", "replace").decode()
+    cut = "".join(c if " " <= c <= "~" else "?" for c in name[: NAME_MAX - 11])
     return f"{cut}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
 
 

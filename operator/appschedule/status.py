@@ -229,7 +229,60 @@ def _without_housekeeping(new: Mapping[str, Any], old: Mapping[str, Any]) -> Map
 
 
 def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
+    """``task[field]`` as it was (absent if it was absent)."""
     if field in was:
         task[field] = was[field]
     else:
         task.pop(field, None)
+
+
+def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Whether all ``new`` adds to ``old`` is runs that started (and the next run time that came with them):
+    such a status may wait a few seconds for the rest of the burst, most often the same runs ending, and go
+    in one write (the controller bounds the wait: STATUS_WAIT). An end, a miss, a failure, a duplicate, a
+    condition or anything from the spec is written at once."""
+    return _dump(_without_starts(_without_housekeeping(new, old), old)) == _dump(old)
+
+
+def _without_starts(new: Mapping[str, Any], old: Mapping[str, Any]) -> Mapping[str, Any]:
+    before = {t.get("name"): t for t in old.get("tasks") or [] if isinstance(t, Mapping)}
+    tasks = new.get("tasks")
+    if not isinstance(tasks, list):
+        return new
+    kept: list[Any] = []
+    for task in tasks:
+        was = before.get(task.get("name")) if isinstance(task, Mapping) else None
+        if was is None:
+            kept.append(task)
+            continue
+        task = dict(task)
+        counts, counted = dict(task.get("counts") or {}), dict(was.get("counts") or {})
+        if all(counts.get(k, 0) == counted.get(k, 0) for k in {*counts, *counted} - {"runs", "late"}):
+            _restore(task, was, "counts")
+        recent = {r.get("scheduledTime"): r for r in was.get("recent") or [] if isinstance(r, Mapping)}
+        if all(_started(r, recent.get(r.get("scheduledTime"))) for r in task.get("recent") or []):
+            _restore(task, was, "recent")
+        records = list(was.get("jobs") or [])
+        names = {r.get("name") for r in records if isinstance(r, Mapping)}
+        if all(r in records or (r.get("name") not in names and not r.get("finished")) for r in task.get("jobs") or []):
+            _restore(task, was, "jobs")
+        last = task.get("lastRun")
+        if isinstance(last, Mapping) and last.get("state") == "Active":
+            _restore(task, was, "lastRun")
+        _restore(task, was, "nextRunTime")
+        kept.append(task)
+    out = {**new, "tasks": kept}
+    for field in ("lastRunTime", "nextRunTime"):
+        _restore(out, old, field)
+    return out
+
+
+def _started(run: Any, was: Mapping[str, Any] | None) -> bool:
+    """A recent run that is new and Active, or as it was but for its attempts while Active."""
+    if not isinstance(run, Mapping):
+        return False
+    if run == was:
+        return True
+    if was is None:
+        return run.get("state") == "Active"
+    return run.get("state") == "Active" and {**run, "attempts": was.get("attempts")} == dict(was)

@@ -153,3 +153,13 @@ def test_an_ownerless_cronjob_with_our_labels_is_not_adopted() -> None:
     result = plan(world_of(appschedule, deployment, [*cronjobs, stray]), NOW)
     assert "stray" not in [t["name"] for t in result.status["tasks"]]
     assert "not-a-task-of-shop" not in result.delete
+
+
+def test_a_job_name_the_status_pattern_refuses_is_recorded_under_a_hash() -> None:
+    """Found by the property test above: a name of one control character (ASCII, not printable)."""
+    from appschedule.ledger import record_name
+
+    for name in ("\x1f", "tab\there", "x" * 70, "ünïcode"):
+        recorded = record_name(name)
+        assert recorded != name and len(recorded) <= 63 and all(" " <= c <= "~" for c in recorded)
+    assert record_name("shop-report-29819100") == "shop-report-29819100"
