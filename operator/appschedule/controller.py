@@ -39,7 +39,9 @@ from .workqueue import Key, WorkQueue
 
 log = logging.getLogger("appschedule")
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
-STATUS_WAIT = 5.0  # seconds a status that only adds started runs may wait for more (their end), then written
+# seconds a status may wait to be written, by what it adds (status.can_wait): a fire that came waits for its
+# run (a minute: a fire with no run is reported late after the grace anyway); runs that started, for their end
+STATUS_WAITS = {"time": 60.0, "starts": 5.0}
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
 TRANSIENT_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # the API server away or not ready yet: retried soon
 
@@ -83,7 +85,7 @@ class Controller:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
     timers: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # when time alone changes a ledger
-    waiting: dict[Key, float] = field(default_factory=dict)  # a status of started runs waits since (monotonic)
+    waiting: dict[Key, dict[str, float]] = field(default_factory=dict)  # a status waits since, by kind (monotonic)
     # plans run here, off the event loop, one at a time: a plan is CPU under the GIL, so more threads would
     # plan no faster and only queue the loop (webhooks, probes) behind more of them
     _planner: ThreadPoolExecutor = field(init=False, repr=False)
@@ -95,13 +97,12 @@ class Controller:
         for key in keys:
             self.queue.add(key, urgent=urgent)
 
-    def _may_wait(self, key: Key) -> bool:
-        """A status of runs that started may wait, STATUS_WAIT at most since the first such plan."""
-        return self._waiting_left(key) > 0
-
-    def _waiting_left(self, key: Key) -> float:
-        first = self.waiting.setdefault(key, time.monotonic())
-        return max(0.0, STATUS_WAIT - (time.monotonic() - first))
+    def _wait_left(self, key: Key, kind: str) -> float:
+        """Seconds a status of this kind may still wait (STATUS_WAITS, from the first plan that waited so)."""
+        if kind not in STATUS_WAITS:
+            return 0.0
+        first = self.waiting.setdefault(key, {}).setdefault(kind, time.monotonic())
+        return max(0.0, STATUS_WAITS[kind] - (time.monotonic() - first))
 
     def wake_soon(self, keys: set[Key]) -> None:
         """For a Job's events: one reconcile for the burst they come in (workqueue.add_soon)."""
@@ -291,10 +292,12 @@ class Controller:
             self._record(key, self.state.drop_cronjob(cronjob.namespace, name))
         appschedule = world.appschedule.as_object()
         metrics.track(key[0], key[1], view.status)
-        if decided.status_changed and decided.status_can_wait and self._may_wait(key):
-            # only runs that started: wait for the rest of the burst (most often their end) and write once. The
-            # step is done again from the stored status then, with its Events and releases (none are lost)
-            self._wake_at(key, _earliest(decided.wake_at, now + timedelta(seconds=self._waiting_left(key))), now)
+        left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
+        if left > 0:
+            # only a fire that came, or runs that started: wait for what comes next (the fire's run, the runs'
+            # end) and write once. The step is done again from the stored status then, with its Events and
+            # releases (none are lost)
+            self._wake_at(key, _earliest(decided.wake_at, now + timedelta(seconds=left)), now)
             return outcome
         self.waiting.pop(key, None)
         if decided.status_changed:

@@ -39,7 +39,7 @@ class Plan:
     delete: list[str] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     status_changed: bool = False
-    status_can_wait: bool = False  # all it adds is runs that started (status.can_wait)
+    status_wait: str = "now"  # how long the status may wait to be written, by what it adds (status.can_wait)
     events: list[Event] = field(default_factory=list)
     release: list[str] = field(default_factory=list)  # Jobs whose ledger finalizer goes once status is written
     wake_at: datetime | None = None  # when time alone changes the ledger next
@@ -130,7 +130,7 @@ def plan(
         runs_healthy=healthy,
     )
     result.status_changed = status.changed(result.status, view.status)
-    result.status_can_wait = result.status_changed and status.can_wait(result.status, view.status)
+    result.status_wait = status.can_wait(result.status, view.status) if result.status_changed else "now"
     old_ready: Mapping[str, Any] = next(
         (c for c in view.status.get("conditions") or [] if c.get("type") == "Ready"), {}
     )

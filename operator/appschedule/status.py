@@ -9,7 +9,7 @@ run *that CronJob* makes, also while its spec is invalid or its update was refus
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -209,23 +209,30 @@ def _dump(status: Mapping[str, Any]) -> str:
     return json.dumps(status, sort_keys=True, default=str)
 
 
-def _without_housekeeping(new: Mapping[str, Any], old: Mapping[str, Any]) -> Mapping[str, Any]:
+def _per_task(new: Mapping[str, Any], old: Mapping[str, Any], fix: Callable[[dict[str, Any], Mapping[str, Any]], None]
+              ) -> dict[str, Any]:  # fmt: skip
+    """``new`` with ``fix(task, was)`` applied to a copy of each task that ``old`` has too."""
     before = {t.get("name"): t for t in old.get("tasks") or [] if isinstance(t, Mapping)}
     tasks = new.get("tasks")
-    if not isinstance(tasks, list) or not before:
-        return new
+    if not isinstance(tasks, list):
+        return dict(new)
     kept: list[Any] = []
     for task in tasks:
         was = before.get(task.get("name")) if isinstance(task, Mapping) else None
-        if was is None:
-            kept.append(task)
-            continue
-        task = dict(task)
+        if was is not None:
+            task = dict(task)
+            fix(task, was)
+        kept.append(task)
+    return {**new, "tasks": kept}
+
+
+def _without_housekeeping(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    def let_go(task: dict[str, Any], was: Mapping[str, Any]) -> None:
         for field in ("jobs", "suspensions"):
             if all(item in (was.get(field) or []) for item in task.get(field) or []):  # only some let go
                 _restore(task, was, field)
-        kept.append(task)
-    return {**new, "tasks": kept}
+
+    return _per_task(new, old, let_go)
 
 
 def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
@@ -236,26 +243,27 @@ def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
         task.pop(field, None)
 
 
-def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
-    """Whether all ``new`` adds to ``old`` is runs that started (and the next run time that came with them):
-    such a status may wait a few seconds for the rest of the burst, most often the same runs ending, and go
-    in one write (the controller bounds the wait: STATUS_WAIT). An end, a miss, a failure, a duplicate, a
-    condition or anything from the spec is written at once."""
-    return _dump(_without_starts(_without_housekeeping(new, old), old)) == _dump(old)
+def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> Literal["now", "starts", "time"]:
+    """How long ``new`` may wait before it is written over ``old``, by what it adds (the controller bounds each
+    wait: STATUS_WAITS). ``time``: only the next (and last) run time moved, a fire came: it waits for that
+    fire's run, which carries it. ``starts``: runs that started: they wait a few seconds for the rest of the
+    burst, most often their own end, and go in one write. ``now``: an end, a miss, a failure, a duplicate, a
+    condition, anything from the spec."""
+    quiet = _without_housekeeping(new, old)
+    if _dump(_without_times(quiet, old)) == _dump(old):
+        return "time"
+    return "starts" if _dump(_without_starts(quiet, old)) == _dump(old) else "now"
 
 
-def _without_starts(new: Mapping[str, Any], old: Mapping[str, Any]) -> Mapping[str, Any]:
-    before = {t.get("name"): t for t in old.get("tasks") or [] if isinstance(t, Mapping)}
-    tasks = new.get("tasks")
-    if not isinstance(tasks, list):
-        return new
-    kept: list[Any] = []
-    for task in tasks:
-        was = before.get(task.get("name")) if isinstance(task, Mapping) else None
-        if was is None:
-            kept.append(task)
-            continue
-        task = dict(task)
+def _without_times(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    out = _per_task(new, old, lambda task, was: _restore(task, was, "nextRunTime"))
+    for field in ("lastRunTime", "nextRunTime"):
+        _restore(out, old, field)
+    return out
+
+
+def _without_starts(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    def unstarted(task: dict[str, Any], was: Mapping[str, Any]) -> None:
         counts, counted = dict(task.get("counts") or {}), dict(was.get("counts") or {})
         if all(counts.get(k, 0) == counted.get(k, 0) for k in {*counts, *counted} - {"runs", "late"}):
             _restore(task, was, "counts")
@@ -269,12 +277,8 @@ def _without_starts(new: Mapping[str, Any], old: Mapping[str, Any]) -> Mapping[s
         last = task.get("lastRun")
         if isinstance(last, Mapping) and last.get("state") == "Active":
             _restore(task, was, "lastRun")
-        _restore(task, was, "nextRunTime")
-        kept.append(task)
-    out = {**new, "tasks": kept}
-    for field in ("lastRunTime", "nextRunTime"):
-        _restore(out, old, field)
-    return out
+
+    return _without_times(_per_task(new, old, unstarted), old)
 
 
 def _started(run: Any, was: Mapping[str, Any] | None) -> bool:

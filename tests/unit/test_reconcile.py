@@ -237,7 +237,7 @@ def test_records_let_go_ride_on_the_next_write_that_matters() -> None:
     assert status.changed({"tasks": [{"name": "new"}]}, {})
 
 
-def test_a_status_of_runs_that_started_may_wait_for_their_end() -> None:
+def test_a_status_of_a_fire_or_runs_that_started_may_wait_for_what_comes_next() -> None:
     active = {"key": "t@1", "job": "j1", "scheduledTime": "2026-09-11T15:01:00Z", "state": "Active", "attempts": 0}
     done = {"key": "t@0", "job": "j0", "scheduledTime": "2026-09-11T15:00:00Z", "state": "Succeeded", "attempts": 1}
     before: dict[str, Any] = {
@@ -245,20 +245,22 @@ def test_a_status_of_runs_that_started_may_wait_for_their_end() -> None:
         "tasks": [{"name": "t", "counts": {"runs": 1, "succeeded": 1}, "recent": [done], "lastRun": done,
                    "nextRunTime": "2026-09-11T15:01:00Z", "jobs": [{"name": "j0", "finished": True, "run": True}]}],
     }  # fmt: skip
-    started = copy.deepcopy(before)
-    started.update(lastRunTime="2026-09-11T15:01:00Z", nextRunTime="2026-09-11T15:02:00Z")
+    fired = copy.deepcopy(before)
+    fired["nextRunTime"] = fired["tasks"][0]["nextRunTime"] = "2026-09-11T15:02:00Z"
+    assert status.changed(fired, before) and status.can_wait(fired, before) == "time"  # waits for its run
+    started = copy.deepcopy(fired)
+    started["lastRunTime"] = "2026-09-11T15:01:00Z"
     started["tasks"][0].update(counts={"runs": 2, "succeeded": 1}, recent=[active, done], lastRun=active,
-                               nextRunTime="2026-09-11T15:02:00Z",
                                jobs=[*before["tasks"][0]["jobs"], {"name": "j1", "run": True}])  # fmt: skip
-    assert status.changed(started, before) and status.can_wait(started, before)
+    assert status.can_wait(started, before) == "starts"
     pod = copy.deepcopy(started)
     pod["tasks"][0]["recent"][0]["attempts"] = 1
-    assert status.can_wait(pod, before) and status.can_wait(pod, started)  # its pod started: may wait too
+    assert status.can_wait(pod, before) == status.can_wait(pod, started) == "starts"  # its pod started
     ended = copy.deepcopy(pod)
     ended["tasks"][0]["counts"]["succeeded"] = 2
     ended["tasks"][0]["recent"][0]["state"] = "Succeeded"
     ended["tasks"][0]["jobs"][1]["finished"] = True
-    assert not status.can_wait(ended, before) and not status.can_wait(ended, pod)  # an end is written at once
+    assert status.can_wait(ended, before) == status.can_wait(ended, pod) == "now"  # an end is written at once
     failing = copy.deepcopy(started)
     failing["conditions"] = [{"type": "RunsHealthy", "status": "False"}]
-    assert not status.can_wait(failing, before)  # so is a condition
+    assert status.can_wait(failing, before) == "now"  # so is a condition
