@@ -948,6 +948,11 @@ class Bench:
     async def close_world(self, world: World) -> None:
         if world.operator is not None:
             world.operator.stop()
+            # Jobs the ledger still held (a run being recorded when it stopped) would keep the namespace from
+            # going: let them go as an uninstall does (README, "Install with Helm")
+            command = [self.args.operator_python, "-m", "appschedule", "release-jobs", "-n", world.namespace]
+            env = dict(operator_env(self.args), KUBECONFIG=str(self.state / "kubeconfig"))
+            await asyncio.to_thread(subprocess.run, command, env=env, check=False, capture_output=True)
         await world.cronjobs.stop()
         await world.appschedules.stop()
         await self.drop(world.namespace)

@@ -267,6 +267,8 @@ def _without_starts(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str,
         counts, counted = dict(task.get("counts") or {}), dict(was.get("counts") or {})
         if all(counts.get(k, 0) == counted.get(k, 0) for k in {*counts, *counted} - {"runs", "late"}):
             _restore(task, was, "counts")
+            # nothing missed or skipped: the settled time moved only over fires that ran (one just started)
+            _restore(task, was, "checkedUntil")
         recent = {r.get("scheduledTime"): r for r in was.get("recent") or [] if isinstance(r, Mapping)}
         if all(_started(r, recent.get(r.get("scheduledTime"))) for r in task.get("recent") or []):
             _restore(task, was, "recent")

@@ -251,8 +251,13 @@ def test_a_status_of_a_fire_or_runs_that_started_may_wait_for_what_comes_next() 
     started = copy.deepcopy(fired)
     started["lastRunTime"] = "2026-09-11T15:01:00Z"
     started["tasks"][0].update(counts={"runs": 2, "succeeded": 1}, recent=[active, done], lastRun=active,
-                               jobs=[*before["tasks"][0]["jobs"], {"name": "j1", "run": True}])  # fmt: skip
+                               jobs=[*before["tasks"][0]["jobs"], {"name": "j1", "run": True}],
+                               checkedUntil="2026-09-11T15:01:00Z")  # fmt: skip
+    # (its fire, which has its Job, is settled: the settled time moved over fires that ran)
     assert status.can_wait(started, before) == "starts"
+    skipped = copy.deepcopy(started)
+    skipped["tasks"][0]["counts"]["skipped"] = 1
+    assert status.can_wait(skipped, before) == "now"  # a fire skipped on the way is written at once
     pod = copy.deepcopy(started)
     pod["tasks"][0]["recent"][0]["attempts"] = 1
     assert status.can_wait(pod, before) == status.can_wait(pod, started) == "starts"  # its pod started
