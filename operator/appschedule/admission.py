@@ -24,6 +24,7 @@ exists, so it holds the imported modules copy-on-write and costs a few MiB of it
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ctypes
 import functools
@@ -108,8 +109,6 @@ def client_config(files: certs.TLSFiles | None, port: int, host: str, service: s
     else:
         config = {"url": f"https://{host}:{port}"}
     if files is not None:
-        import base64
-
         config["caBundle"] = base64.b64encode((files.ca or files.cert).read_bytes()).decode("ascii")
     return config
 
