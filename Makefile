@@ -37,7 +37,7 @@ cluster-status:
 run: venv tools  ## the operator with a live demo: current kubeconfig, else the local cluster
 	hack/demo.sh
 
-crd: venv  ## regenerate crds/ and the chart's copy from operator/appschedule/models.py
+crd: venv  ## regenerate crds/ and the chart's copy from operator/appschedule/core/models.py
 	$(BIN)/appschedule crd -o crds/appschedule.dev_appschedules.yaml
 	$(BIN)/appschedule crd -o charts/appschedule-operator/files/appschedule.dev_appschedules.yaml
 

@@ -21,11 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from appschedule import keys, naming, schedule
-from appschedule.ledger import TaskConfig, advance
-from appschedule.reconcile import plan
-from appschedule.render import render
-from appschedule.state import JobView, world_of
+from appschedule.core import keys, naming, schedule
+from appschedule.core.ledger import TaskConfig, advance
+from appschedule.core.reconcile import plan
+from appschedule.core.render import render
+from appschedule.core.view import JobView
+from appschedule.shell.store import world_of
 
 
 def best(stmt: object, number: int) -> float:

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from . import models, naming, render, schedule
+from .core import models, naming, render, schedule
 
 if TYPE_CHECKING:
-    from . import admission
+    from .shell import webhook_server
 
 CRD_PATH = Path("crds") / f"{naming.GROUP}_{naming.PLURAL}.yaml"
 CHART_CRD_PATH = Path("charts") / "appschedule-operator" / "files" / CRD_PATH.name  # the chart's copy
@@ -56,7 +56,7 @@ def _one(path: str, kind: str) -> dict[str, Any]:
 
 
 def crd_yaml() -> str:
-    header = "# Generated from operator/appschedule/models.py by `appschedule crd`; do not edit.\n"
+    header = "# Generated from operator/appschedule/core/models.py by `appschedule crd`; do not edit.\n"
     return header + yaml.safe_dump(models.crd(), sort_keys=False, width=120)
 
 
@@ -133,7 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     import kopf
 
-    from . import admission, controller, handlers, webhooks
+    from .core import admission
+    from .shell import controller, handlers, webhook_server
 
     if args.resync_seconds <= 0 or args.workers < 1 or args.full_resync_every < 1:
         raise UserError("--resync-seconds, --workers and --full-resync-every must be positive")
@@ -142,8 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.verbose:  # kopf reports every watch event's handler at INFO; ours log each reconcile
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kinds = {k for k in args.webhooks.split(",") if k}
-    if not kinds <= set(webhooks.WEBHOOK_IDS):
-        raise UserError(f"--webhooks: choose from {', '.join(webhooks.WEBHOOK_IDS)}")
+    if not kinds <= set(admission.WEBHOOK_IDS):
+        raise UserError(f"--webhooks: choose from {', '.join(admission.WEBHOOK_IDS)}")
     if args.webhook_service and "/" not in args.webhook_service:
         raise UserError("--webhook-service must be <namespace>/<name>")
     handlers.OPTIONS = controller.Options(
@@ -153,8 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     name_without_passwd_entry()
     front = _front(args, frozenset(kinds))
     if front is not None:  # forked now, before kopf starts a thread
-        heartbeat = admission.Heartbeat()
-        handlers.FRONT = (admission.start(front, heartbeat), heartbeat)
+        heartbeat = webhook_server.Heartbeat()
+        handlers.FRONT = (webhook_server.start(front, heartbeat), heartbeat)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(
@@ -168,14 +169,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if handlers.FRONT_LOST else 0
 
 
-def _front(args: argparse.Namespace, kinds: frozenset[str]) -> admission.Front | None:
-    """What the admission process serves (admission.py): the webhooks, with their certificate from
+def _front(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.Front | None:
+    """What the admission process serves (webhook_server.py): the webhooks, with their certificate from
     --webhook-cert-dir or made now, and the liveness endpoint; None when neither is asked for."""
     import tempfile
     from pathlib import Path
     from urllib.parse import urlsplit
 
-    from . import admission, certs
+    from .shell import certs, webhook_server
 
     liveness = None
     if args.liveness:
@@ -195,8 +196,8 @@ def _front(args: argparse.Namespace, kinds: frozenset[str]) -> admission.Front |
                 namespace, name = args.webhook_service.split("/", 1)
                 hosts = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}"]
             files = certs.generate(Path(tempfile.mkdtemp(prefix="appschedule-webhook-")), hosts)
-    client = admission.client_config(files, args.webhook_port or 0, args.webhook_host, args.webhook_service)
-    return admission.Front(kinds=kinds if args.webhook_port else frozenset(), port=args.webhook_port,
+    client = webhook_server.client_config(files, args.webhook_port or 0, args.webhook_host, args.webhook_service)
+    return webhook_server.Front(kinds=kinds if args.webhook_port else frozenset(), port=args.webhook_port,
                            addr=args.webhook_addr, files=files, client=client,
                            config_name=(args.webhook_config_name or None) if args.webhook_port else None,
                            liveness=liveness)  # fmt: skip
@@ -206,7 +207,7 @@ def cmd_key(args: argparse.Namespace) -> int:
     """The run's idempotency key inside its container, from its environment (keys.from_environment)."""
     import os
 
-    from . import keys
+    from .core import keys
 
     env = dict(os.environ)
     try:
@@ -223,10 +224,9 @@ def cmd_key(args: argparse.Namespace) -> int:
 def cmd_release_jobs(args: argparse.Namespace) -> int:
     """Take the ledger's finalizer off every Job of a task: for uninstalling the operator (a Job still
     running would otherwise wait for a ledger that is gone). Uses the current kubeconfig."""
-    from .api import Cluster, api_client
-    from .state import LEDGER_FINALIZER
+    from .shell.api import Cluster, api_client
 
-    released = Cluster(api_client()).release_all_jobs(args.namespace or [], LEDGER_FINALIZER)
+    released = Cluster(api_client()).release_all_jobs(args.namespace or [], naming.LEDGER_FINALIZER)
     print(f"released {released} Job(s)")
     return 0
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from appschedule import naming
+from appschedule.core import naming
 from tests import chartkit
 from tests.chartkit import Helm, HostedOperator, Kubectl
 from tests.integration.kube import wait_for

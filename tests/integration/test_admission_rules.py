@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from appschedule.render import render
+from appschedule.core.render import render
 
 from .conftest import Kubectl
 

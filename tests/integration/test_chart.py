@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from appschedule import metrics
+from appschedule.shell import metrics
 from tests import chartkit
 from tests.chartkit import Helm, HostedOperator, of_kind
 

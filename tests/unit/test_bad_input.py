@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from appschedule import render, webhooks
+from appschedule.core import admission, render
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "invalid-appschedules.yaml"
 
@@ -28,7 +28,7 @@ def test_the_corpus_is_large_and_each_case_is_named() -> None:
 def test_each_is_refused_naming_its_field() -> None:
     for doc in corpus():
         annotations = doc["metadata"]["annotations"]
-        message = webhooks.check_appschedule(doc)
+        message = admission.check_appschedule(doc)
         if annotations.get("test.appschedule.dev/refused-by") == "api-server":
             continue
         assert message and annotations["test.appschedule.dev/field"] in message, (doc["metadata"]["name"], message)

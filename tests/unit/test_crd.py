@@ -7,7 +7,8 @@ from typing import Any
 
 import yaml
 
-from appschedule import cli, models
+from appschedule import cli
+from appschedule.core import models
 
 REPO = Path(__file__).resolve().parents[2]
 

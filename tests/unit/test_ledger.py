@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from appschedule import keys, naming
-from appschedule.ledger import Advance, TaskConfig, advance
-from appschedule.models import TaskStatus
-from appschedule.schedule import parse
-from appschedule.state import JobView
+from appschedule.core import keys, naming
+from appschedule.core.ledger import Advance, TaskConfig, advance
+from appschedule.core.models import TaskStatus
+from appschedule.core.schedule import parse
+from appschedule.core.view import JobView
 
 T0 = datetime(2026, 9, 11, 15, 0, 0, tzinfo=UTC)  # a Friday, 15:00 UTC
 CRONJOB = "shop-report"

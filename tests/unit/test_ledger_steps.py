@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from appschedule import ledger
-from appschedule.ledger import Book, Note, Seen, Tally
-from appschedule.models import Counts, JobRecord, RunRecord, Suspension, TaskStatus
+from appschedule.core import ledger
+from appschedule.core.ledger import Book, Note, Seen, Tally
+from appschedule.core.models import Counts, JobRecord, RunRecord, Suspension, TaskStatus
 
 from .test_ledger import T0, config, job, stamp
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from appschedule import metrics
+from appschedule.shell import metrics
 
 
 def sample(name: str, **labels: str) -> float | None:

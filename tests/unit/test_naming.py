@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from appschedule import naming
+from appschedule.core import naming
 
 label = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True)
 
@@ -52,13 +52,12 @@ def test_task_name_validation() -> None:
         assert naming.task_name_error(bad), bad
 
 
-def test_labels_and_key() -> None:
+def test_labels() -> None:
     assert naming.labels("shop", "sync") == {
         "app.kubernetes.io/managed-by": "appschedule-operator",
         "appschedule.dev/appschedule": "shop",
         "appschedule.dev/task": "sync",
     }
-    assert naming.idempotency_key("sync", "2026-09-11T15:00:00Z") == "sync@2026-09-11T15:00:00Z"
 
 
 def test_a_cut_never_ends_in_a_dot() -> None:

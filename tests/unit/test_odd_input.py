@@ -13,10 +13,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appschedule import admission, naming
-from appschedule.reconcile import plan
-from appschedule.state import LEDGER_FINALIZER, project_cronjob, project_job, world_of
-from appschedule.webhooks import mutate_job
+from appschedule.core import naming
+from appschedule.core.admission import mutate_job
+from appschedule.core.reconcile import plan
+from appschedule.core.view import project_cronjob, project_job
+from appschedule.shell import webhook_server
+from appschedule.shell.store import world_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 10, 25, 1, 30, tzinfo=UTC)  # Europe/Berlin's fall-back night
@@ -56,7 +58,8 @@ def jobs(draw: st.DrawFn) -> dict[str, Any]:
             "name": draw(names), "namespace": "shop", "uid": draw(st.uuids()).hex, "resourceVersion": "1",
             "labels": draw(st.one_of(st.just(labels), anything)),
             "annotations": draw(st.one_of(st.dictionaries(annotation_keys, times, max_size=3), anything)),
-            "creationTimestamp": draw(times), "finalizers": draw(st.sampled_from([[LEDGER_FINALIZER], [], "x", None])),
+            "creationTimestamp": draw(times),
+            "finalizers": draw(st.sampled_from([[naming.LEDGER_FINALIZER], [], "x", None])),
             "deletionTimestamp": draw(st.one_of(st.none(), times)),
             "ownerReferences": draw(st.one_of(st.just([{"kind": "CronJob", "name": "shop-nightly-cleanup"}]),
                                               anything)),
@@ -99,7 +102,7 @@ def test_plan_returns_whatever_the_jobs_say(odd: list[dict[str, Any]]) -> None:
 def test_the_key_webhook_returns_whatever_the_job_says(job: dict[str, Any]) -> None:
     patch = mutate_job(job, NOW)
     assert isinstance(patch, dict)
-    answer = admission.key_job({"request": {"uid": "u", "object": job}}, NOW)  # what the API server receives
+    answer = webhook_server.key_job({"request": {"uid": "u", "object": job}}, NOW)  # what the API server receives
     assert answer["response"]["allowed"] is True and answer["response"]["uid"] == "u"
     project_job(job)
     project_cronjob(job)
@@ -109,7 +112,7 @@ def odd_job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "shop", "uid": name, "resourceVersion": "1",
                          "labels": {naming.LABEL_APPSCHEDULE: "shop", naming.LABEL_TASK: "sync-inventory"},
                          "annotations": annotations, "creationTimestamp": "2026-10-25T01:20:01Z",
-                         "finalizers": [LEDGER_FINALIZER]},
+                         "finalizers": [naming.LEDGER_FINALIZER]},
             "status": {"active": 1}}  # fmt: skip
 
 
@@ -139,7 +142,7 @@ def test_an_odd_job_is_reported_once_released_and_not_filed() -> None:
 def test_only_jobs_of_an_appschedules_task_get_the_ledger_finalizer() -> None:
     job = odd_job("x", {})
     job["metadata"]["finalizers"] = []
-    assert mutate_job(job, NOW)["metadata"]["finalizers"] == [LEDGER_FINALIZER]
+    assert mutate_job(job, NOW)["metadata"]["finalizers"] == [naming.LEDGER_FINALIZER]
     del job["metadata"]["labels"][naming.LABEL_APPSCHEDULE]
     patch = mutate_job(job, NOW)
     assert "finalizers" not in patch["metadata"] and patch["metadata"]["annotations"]  # keyed, not held
@@ -157,7 +160,7 @@ def test_an_ownerless_cronjob_with_our_labels_is_not_adopted() -> None:
 
 def test_a_job_name_the_status_pattern_refuses_is_recorded_under_a_hash() -> None:
     """Found by the property test above: a name of one control character (ASCII, not printable)."""
-    from appschedule.ledger import record_name
+    from appschedule.core.ledger import record_name
 
     for name in ("\x1f", "tab\there", "x" * 70, "ünïcode"):
         recorded = record_name(name)

@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from appschedule import naming, render, webhooks
-from appschedule.ledger import ACTIVE_MAX
-from appschedule.models import JOBS_MAX, TaskStatus
-from appschedule.state import JobView
+from appschedule.core import admission, naming, render
+from appschedule.core.ledger import ACTIVE_MAX
+from appschedule.core.models import JOBS_MAX, TaskStatus
+from appschedule.core.view import JobView
 
 from .test_ledger import CRONJOB, T0, config, job, start, step
 
@@ -72,7 +72,7 @@ def test_render_and_validation_take_any_input(spec: Any) -> None:
     appschedule = {"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
                    "metadata": {"name": "shop", "namespace": "shop", "uid": "u"}, "spec": spec}  # fmt: skip
     result = render.render(appschedule, DEPLOYMENT)
-    message = webhooks.check_appschedule(appschedule)
+    message = admission.check_appschedule(appschedule)
     if message:  # what the spec alone decides is refused is also an error of rendering it
         assert result.errors
     for error in result.errors:

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from appschedule.api import Cluster
-from appschedule.controller import Controller, Options, Outcome
-from appschedule.state import project_appschedule
-from appschedule.workqueue import WorkQueue
+from appschedule.core.view import project_appschedule
+from appschedule.shell.api import Cluster
+from appschedule.shell.controller import Controller, Options, Outcome
+from appschedule.shell.workqueue import WorkQueue
 
 
 def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from appschedule import naming
-from appschedule.render import render
+from appschedule.core import naming
+from appschedule.core.render import render
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from appschedule.api import classify
-from appschedule.reconcile import plan
-from appschedule.render import render
-from appschedule.state import world_of
+from appschedule.core.reconcile import plan
+from appschedule.core.render import render
+from appschedule.shell.api import classify
+from appschedule.shell.store import world_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)

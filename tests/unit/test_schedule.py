@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from appschedule import schedule as S
+from appschedule.core import schedule as S
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = json.loads((REPO / "tests/unit/data/robfig_cases.json").read_text())

@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from appschedule import schedule as S
-from appschedule.schedule import _day_matches, _go_date, _wall
+from appschedule.core import schedule as S
+from appschedule.core.schedule import _day_matches, _go_date, _wall
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe", "America/Santiago",
          "America/Havana", "Pacific/Chatham", "Asia/Beirut", "UTC"]  # fmt: skip

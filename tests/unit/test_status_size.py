@@ -12,7 +12,7 @@ from typing import Any, Literal
 from annotated_types import MaxLen
 from pydantic import BaseModel
 
-from appschedule.models import ASCII, STATUS_BYTES_MAX, STATUS_TASKS_MAX, AppScheduleStatus
+from appschedule.core.models import ASCII, STATUS_BYTES_MAX, STATUS_TASKS_MAX, AppScheduleStatus
 
 
 def largest(annotation: Any, metadata: list[Any], where: str) -> Any:

@@ -1,4 +1,4 @@
-"""Admission (webhooks.py), its certificate (certs.py) and `appschedule key`, without a cluster."""
+"""Admission (core/admission.py, shell/webhook_server.py), its certificate and `appschedule key`, no cluster."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from appschedule import admission, certs, cli, naming, render, webhooks
-from appschedule.state import LEDGER_FINALIZER
-from appschedule.webhooks import check_appschedule, mutate_job
+from appschedule import cli
+from appschedule.core import admission, naming, render
+from appschedule.core.admission import check_appschedule, mutate_job
+from appschedule.shell import certs, webhook_server
 
 NOW = datetime(2026, 9, 11, 17, 3, 20, tzinfo=UTC)
 FIRE = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
@@ -58,7 +59,7 @@ def test_a_scheduled_job_gets_its_key_everywhere_and_the_ledger_finalizer() -> N
         naming.ANNOTATION_SCHEDULED_TIME: "2026-09-11T17:00:00Z",
         naming.ANNOTATION_IDEMPOTENCY_KEY: "report@2026-09-11T17:00:00Z",
     }
-    assert patch["metadata"]["finalizers"] == [LEDGER_FINALIZER]
+    assert patch["metadata"]["finalizers"] == [naming.LEDGER_FINALIZER]
     spec = patch["spec"]["template"]["spec"]
     for container in [*spec["containers"], *spec["initContainers"]]:
         env = env_of(container)
@@ -125,24 +126,24 @@ def test_key_command_prints_the_key_from_the_environment(
 
 def test_the_author_of_a_spec_must_be_allowed_to_create_jobs() -> None:
     user = {"username": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"], "extra": {"scope": ("a",)}}
-    review = webhooks.job_access_review(user, "shop")
+    review = admission.job_access_review(user, "shop")
     assert review["spec"] == {
         "user": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"], "extra": {"scope": ["a"]},
         "resourceAttributes": {"namespace": "shop", "verb": "create", "group": "batch", "resource": "jobs"},
     }  # fmt: skip
-    assert webhooks.access_refusal(user, "shop", {"allowed": True}) is None
-    assert webhooks.access_refusal(user, "shop", {"allowed": True, "denied": True}) is not None
-    refusal = webhooks.access_refusal(user, "shop", {"allowed": False, "reason": "no RBAC rule"})
+    assert admission.access_refusal(user, "shop", {"allowed": True}) is None
+    assert admission.access_refusal(user, "shop", {"allowed": True, "denied": True}) is not None
+    refusal = admission.access_refusal(user, "shop", {"allowed": False, "reason": "no RBAC rule"})
     assert refusal and refusal.startswith("alice may not create Jobs in namespace shop (no RBAC rule)")
 
 
 def test_only_a_spec_change_needs_the_review() -> None:
     old = {"metadata": {"labels": {}}, "spec": {"tasks": [1]}}
     relabelled = {"metadata": {"labels": {"team": "a"}}, "spec": {"tasks": [1]}}
-    assert webhooks.spec_changed("CREATE", None, old)
-    assert not webhooks.spec_changed("UPDATE", old, relabelled)
-    assert webhooks.spec_changed("UPDATE", old, {"spec": {"tasks": [2]}})
-    assert not webhooks.spec_changed("DELETE", old, None)
+    assert admission.spec_changed("CREATE", None, old)
+    assert not admission.spec_changed("UPDATE", old, relabelled)
+    assert admission.spec_changed("UPDATE", old, {"spec": {"tasks": [2]}})
+    assert not admission.spec_changed("DELETE", old, None)
 
 
 def answered(answer: dict[str, Any]) -> dict[str, Any]:
@@ -155,21 +156,21 @@ def test_the_key_webhook_answers_with_a_json_patch_that_keys_the_job() -> None:
     job = job_from_cronjob("shop-report-29819100", {naming.CRONJOB_SCHEDULED_TIMESTAMP: "2026-09-11T17:00:00Z"})
     del job["metadata"]["annotations"]  # a Job with no annotations at all: the patch must create the map
     response = answered(
-        admission.key_job({"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u1", "object": job}}, NOW)
+        webhook_server.key_job({"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u1", "object": job}}, NOW)
     )
     assert response["uid"] == "u1" and response["allowed"] is True and response["patchType"] == "JSONPatch"
     ops = json.loads(base64.b64decode(response["patch"]))
     keyed = jsonpatch.apply_patch(job, ops)
     assert keyed["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == "report@2026-09-11T17:00:00Z"
-    assert keyed["metadata"]["finalizers"] == [LEDGER_FINALIZER]
+    assert keyed["metadata"]["finalizers"] == [naming.LEDGER_FINALIZER]
     pod = keyed["spec"]["template"]["spec"]
     for container in [*pod["containers"], *pod["initContainers"]]:
         assert env_of(container)["APPSCHEDULE_IDEMPOTENCY_KEY"] == "report@2026-09-11T17:00:00Z"
-    assert keyed == webhooks_merge(job, webhooks.mutate_job(job, NOW))
+    assert keyed == webhooks_merge(job, admission.mutate_job(job, NOW))
 
 
 def webhooks_merge(obj: dict[str, Any], merge: dict[str, Any]) -> dict[str, Any]:
-    """RFC 7386 written out again, independently of webhooks.json_patch's."""
+    """RFC 7386 written out again, independently of admission.json_patch's."""
     out = dict(obj)
     for key, value in merge.items():
         if value is None:
@@ -184,7 +185,7 @@ def webhooks_merge(obj: dict[str, Any], merge: dict[str, Any]) -> dict[str, Any]
 
 def test_a_job_the_key_webhook_cannot_read_is_admitted_unkeyed() -> None:
     for review in ({}, {"request": None}, {"request": {"uid": "u", "object": "a string"}}):
-        response = answered(admission.key_job(review, NOW))
+        response = answered(webhook_server.key_job(review, NOW))
         assert response["allowed"] is True and "patch" not in response
 
 
@@ -206,24 +207,24 @@ def test_validation_answers_refusals_with_code_and_message() -> None:
                             "userInfo": {"username": "alice"}}}  # fmt: skip
 
     bad = appschedule(schedule="61 * * * *")
-    response = answered(asyncio.run(admission.check_appschedule(review(bad), never)))
+    response = answered(asyncio.run(webhook_server.check_appschedule(review(bad), never)))
     assert response["allowed"] is False and response["status"]["code"] == 422
     assert "task 'report'" in response["status"]["message"]
     good = appschedule()
-    assert answered(asyncio.run(admission.check_appschedule(review(good), allowed)))["allowed"] is True
-    response = answered(asyncio.run(admission.check_appschedule(review(good), denied)))
+    assert answered(asyncio.run(webhook_server.check_appschedule(review(good), allowed)))["allowed"] is True
+    response = answered(asyncio.run(webhook_server.check_appschedule(review(good), denied)))
     assert (
         response["status"]["code"] == 403
         and "alice may not create Jobs in namespace shop (no RBAC)" in (response["status"]["message"])
     )
-    response = answered(asyncio.run(admission.check_appschedule(review(good), failing)))
+    response = answered(asyncio.run(webhook_server.check_appschedule(review(good), failing)))
     assert response["status"]["code"] == 503 and "try again (TimeoutError)" in response["status"]["message"]
     relabelled = {**good, "metadata": {**good["metadata"], "labels": {"x": "y"}}}
-    assert answered(asyncio.run(admission.check_appschedule(review(relabelled, "UPDATE", good), never)))["allowed"]
+    assert answered(asyncio.run(webhook_server.check_appschedule(review(relabelled, "UPDATE", good), never)))["allowed"]
 
 
 def test_the_configurations_call_each_webhook_at_its_path() -> None:
-    url = webhooks.configurations("t.appschedule.dev", {"keys", "validation"}, {"url": "https://h:1", "caBundle": "Q"})
+    url = admission.configurations("t.appschedule.dev", {"keys", "validation"}, {"url": "https://h:1", "caBundle": "Q"})
     mutating, validating = url
     assert mutating["kind"] == "MutatingWebhookConfiguration" and validating["kind"] == "ValidatingWebhookConfiguration"
     (key,) = mutating["webhooks"]
@@ -232,7 +233,7 @@ def test_the_configurations_call_each_webhook_at_its_path() -> None:
     assert key["objectSelector"]["matchExpressions"] == [{"key": naming.LABEL_TASK, "operator": "Exists"}]
     assert validating["webhooks"][0]["clientConfig"]["url"] == "https://h:1/check-appschedules"
     service = {"service": {"namespace": "ops", "name": "op", "port": 443}}
-    (only,) = webhooks.configurations("t", {"validation"}, service)
+    (only,) = admission.configurations("t", {"validation"}, service)
     assert only["webhooks"][0]["clientConfig"]["service"] == {"namespace": "ops", "name": "op", "port": 443,
                                                               "path": "/check-appschedules"}  # fmt: skip
     assert service["service"] == {"namespace": "ops", "name": "op", "port": 443}  # not changed in place
@@ -240,21 +241,21 @@ def test_the_configurations_call_each_webhook_at_its_path() -> None:
 
 def test_the_chart_and_the_operator_configure_the_same_webhooks() -> None:
     chart = (Path(__file__).parents[2] / "charts" / "appschedule-operator" / "templates" / "webhook.yaml").read_text()
-    for body in webhooks.configurations("appschedule.dev", {"keys", "validation"}, {"url": "https://h:1"}):
+    for body in admission.configurations("appschedule.dev", {"keys", "validation"}, {"url": "https://h:1"}):
         (hook,) = body["webhooks"]
         assert f"- name: {hook['name']}" in chart and f"path: /{hook['name'].split('.')[0]}" in chart
 
 
 def test_liveness_says_when_the_loop_is_silent_or_a_worker_stuck() -> None:
-    assert admission.liveness({}, 100.0)[0] == 503
-    assert admission.liveness({"beat": 90.0, "workers": {"queued": 0}}, 100.0) == (200, {"workers": {"queued": 0}})
-    code, body = admission.liveness({"beat": 30.0}, 100.0)
+    assert webhook_server.liveness({}, 100.0)[0] == 503
+    assert webhook_server.liveness({"beat": 90.0, "workers": {"queued": 0}}, 100.0) == (200, {"workers": {"queued": 0}})
+    code, body = webhook_server.liveness({"beat": 30.0}, 100.0)
     assert code == 500 and body["error"] == "the controller's event loop has not run for 70s"
-    assert admission.liveness({"beat": 99.0, "stuck": "a worker has been stuck for 130s"}, 100.0)[0] == 500
+    assert webhook_server.liveness({"beat": 99.0, "stuck": "a worker has been stuck for 130s"}, 100.0)[0] == 500
 
 
 def test_the_heartbeat_is_read_as_written() -> None:
-    heartbeat = admission.Heartbeat()
+    heartbeat = webhook_server.Heartbeat()
     heartbeat.beat({"queued": 3, "requests": {f"ns-{i}": i for i in range(10)}}, None)
     state = heartbeat.read()
     assert state["workers"]["queued"] == 3 and state["stuck"] is None

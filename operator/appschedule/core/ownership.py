@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from . import naming
 from .render import SpecError
-from .state import World
+from .view import World
 
 
 def conflicts(world: World, tasks: Mapping[str, int]) -> dict[str, SpecError]:

@@ -1,6 +1,6 @@
 """What one reconcile of an AppSchedule must do, as a pure function of the in-memory view and ``now``.
 
-``plan()`` takes the ``World`` of one AppSchedule (state.py: the AppSchedule, its Deployment, its
+``plan()`` takes the ``World`` of one AppSchedule (view.py: the AppSchedule, its Deployment, its
 CronJobs and the ownership facts of its namespace) and returns the CronJobs to apply, the CronJobs to
 delete, the status it should have and the Events to post. The shell writes exactly that. The parts:
 ``ownership`` (which tasks it may run), ``cronjobs`` (what differs), ``status`` and ``events``.
@@ -28,7 +28,7 @@ from .events import Event
 from .models import DEFAULTS, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
 from .schedule import ScheduleError, parse
-from .state import World
+from .view import World
 
 __all__ = ["Event", "Plan", "plan"]
 

@@ -1,6 +1,6 @@
 """Admission: the key of every run, injected into its Job; an AppSchedule's spec, checked at ``kubectl apply``.
 
-Pure functions of the object under admission and ``now``; admission.py serves them in a process of its
+Pure functions of the object under admission and ``now``; shell/webhook_server.py serves them in a process of its
 own and certs.py provides its certificate.
 
 * ``mutate_job``: a Job of one of our tasks (the webhook's objectSelector is the ``appschedule.dev/task``
@@ -41,7 +41,6 @@ import jsonpatch  # kopf's own dependency: the JSON patch of a merge
 from . import keys, naming
 from .render import render
 from .schedule import ScheduleError, parse
-from .state import LEDGER_FINALIZER
 from .status import summarize
 
 
@@ -101,8 +100,8 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     # the ledger's finalizer only on a Job the ledger will file: one of an AppSchedule's tasks (both labels)
     finalizers = meta.get("finalizers")
     finalizers = [str(f) for f in finalizers] if isinstance(finalizers, list) else []
-    if isinstance(appschedule, str) and appschedule and LEDGER_FINALIZER not in finalizers:
-        metadata["finalizers"] = [*finalizers, LEDGER_FINALIZER]
+    if isinstance(appschedule, str) and appschedule and naming.LEDGER_FINALIZER not in finalizers:
+        metadata["finalizers"] = [*finalizers, naming.LEDGER_FINALIZER]
     return {"metadata": metadata, "spec": {"template": {"spec": spec_patch}}}
 
 

@@ -3,7 +3,7 @@
 Why a queue rather than kopf's change handlers: an AppSchedule is reconciled for many reasons (its
 spec, its Deployment's rollout, a CronJob edited or deleted by hand, a sibling that frees a task, the
 periodic resync) and must end in the same state whatever woke it. So the watches only keep the view
-(state.py) current, and a change the view says matters queues the AppSchedules it concerns.
+(store.py) current, and a change the view says matters queues the AppSchedules it concerns.
 
 The view is fed by kopf *index* handlers: kopf calls them for every event of every watched object
 and holds every other resource handler until every index has its initial listing. The ``on.event``
@@ -19,7 +19,7 @@ Deployment event is decoded, and one that changes nothing a rendering reads cost
 
 Jobs of our tasks are watched the same way (filtered by the ``appschedule.dev/task`` label on the API
 server) for the run ledger. The admission webhooks and the liveness endpoint are answered by a process of
-their own (admission.py), which this loop tells that it is alive every second (``_heartbeat``); the
+their own (webhook_server.py), which this loop tells that it is alive every second (``_heartbeat``); the
 operator stops when that process is gone. Prometheus metrics are served on their own port (metrics.py).
 
 kopf stores nothing on the objects (no finalizer, no annotations: only event and index handlers),
@@ -43,14 +43,15 @@ from typing import Any
 
 import kopf
 
-from . import admission, metrics, naming
+from ..core import naming
+from ..core.view import project_appschedule, project_cronjob, project_deployment, project_job
+from . import metrics, webhook_server
 from .api import Cluster, api_client
 from .controller import Controller, Options
-from .state import project_appschedule, project_cronjob, project_deployment, project_job
 
 log = logging.getLogger("appschedule")
 OPTIONS = Options()
-FRONT: tuple[BaseProcess, admission.Heartbeat] | None = None  # the admission process, started by cli.py
+FRONT: tuple[BaseProcess, webhook_server.Heartbeat] | None = None  # the admission process, started by cli.py
 FRONT_LOST = False  # it exited: the operator stopped because of that
 CRONJOB_SELECTOR = f"{naming.MANAGED_BY}={naming.MANAGER}"
 
@@ -118,7 +119,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         FRONT[0].terminate()
 
 
-def _beat(controller: Controller, heartbeat: admission.Heartbeat) -> None:
+def _beat(controller: Controller, heartbeat: webhook_server.Heartbeat) -> None:
     try:
         heartbeat.beat(controller.health(), None)
     except Exception as error:  # a stuck worker: liveness fails, saying which

@@ -32,6 +32,8 @@ ANNOTATION_IDEMPOTENCY_KEY = f"{GROUP}/idempotency-key"
 ANNOTATION_FILED = f"{GROUP}/filed"
 CRONJOB_SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# on every task Job from admission until the ledger has counted it (DESIGN "The ledger")
+LEDGER_FINALIZER = f"{GROUP}/ledger"
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -65,8 +67,3 @@ def cronjob_name(appschedule: str, task: str) -> str:
 def labels(appschedule: str, task: str) -> dict[str, str]:
     """Labels on a task's CronJob and, through the job template, on its Jobs and pods."""
     return {MANAGED_BY: MANAGER, LABEL_APPSCHEDULE: appschedule, LABEL_TASK: task}
-
-
-def idempotency_key(task: str, scheduled_time: str) -> str:
-    """``<task>@<scheduled time, RFC 3339 UTC>``: the same for every Job and retry of one scheduled run."""
-    return f"{task}@{scheduled_time}"

@@ -60,7 +60,7 @@ from datetime import UTC, datetime, timedelta
 from . import keys, naming
 from .models import JOBS_MAX, NAME_MAX, SUSPENSIONS_MAX, Counts, JobRecord, RunRecord, Suspension, TaskStatus
 from .schedule import Schedule, count_fires, next_fire, previous_fire, repeat_of, repeats_between
-from .state import JobView
+from .view import JobView
 
 SETTLE_SLACK = timedelta(seconds=15)  # how long after its time a Job may still appear in our view
 RECENT = 10

@@ -1,6 +1,6 @@
 """The API adapter: every request the operator makes outside its watch streams, and nothing else.
 
-In steady state these are writes only (reconcile reads the in-memory view, state.py). Reads happen in two
+In steady state these are writes only (reconcile reads the in-memory view, store.py). Reads happen in two
 cases: a Deployment that an AppSchedule starts to reference and the view does not hold yet, and the owner
 of a CronJob whose name is taken when we try to create ours. The validating webhook asks one
 SubjectAccessReview per AppSchedule spec it admits. ``appschedule release-jobs`` (the chart's pre-delete
@@ -26,8 +26,8 @@ from typing import Any, Literal
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from . import naming
-from .events import Event
+from ..core import naming
+from ..core.events import Event
 
 FIELD_MANAGER = "appschedule-operator"
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for a response

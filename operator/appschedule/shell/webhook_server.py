@@ -1,6 +1,6 @@
 """The admission process: both webhooks and the liveness endpoint, answered by a process of their own.
 
-Why a process: the webhooks are pure (webhooks.py) and keep no state, and they must answer within the API
+Why a process: the webhooks are pure (core/admission.py) and keep no state, and they must answer within the API
 server's timeout whatever the controller is doing. In the operator's interpreter they waited for the GIL
 behind planning and behind kopf's handling of every watch event: bench-cluster's admission scenario measured
 a p99 of 300 ms for the key webhook while 1,000 AppSchedules were planned cold (BENCHMARKS.md). Here they
@@ -8,7 +8,7 @@ share nothing with the controller but the code: the process is forked at start, 
 exists, so it holds the imported modules copy-on-write and costs a few MiB of its own.
 
 * Webhooks: kopf's ``WebhookServer`` (TLS, the files re-read when they are renewed) with our own dispatch:
-  ``/key-jobs`` keys a Job (``webhooks.mutate_job``), ``/check-appschedules`` validates an AppSchedule and
+  ``/key-jobs`` keys a Job (``admission.mutate_job``), ``/check-appschedules`` validates an AppSchedule and
   asks its SubjectAccessReview in a thread of a small pool, with a client of this process. When the
   operator keeps its own webhook configurations (``--webhook-config-name``, not in the chart), this process
   writes them once it listens, and again when the certificate changes.
@@ -18,7 +18,7 @@ exists, so it holds the imported modules copy-on-write and costs a few MiB of it
   wedged) or a worker is stuck (``Controller.health``).
 * Lifetimes: this process ends with its parent (the kernel's parent-death signal, and a check every second);
   the operator stops, exit status 1, when this process is gone (handlers.py), so the pod restarts rather
-  than run without its webhooks.
+  than run without its admission.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ from typing import Any
 
 import aiohttp.web
 
-from . import certs, webhooks
+from ..core import admission
+from . import certs
 
 log = logging.getLogger("appschedule.admission")
 
@@ -182,9 +183,9 @@ async def _webhooks(front: Front) -> None:
     async def answer(review: dict[str, Any], *, webhook: str | None, **_: Any) -> dict[str, Any]:
         started = time.monotonic()
         try:
-            if webhook == webhooks.KEY_JOBS and "keys" in front.kinds:
+            if webhook == admission.KEY_JOBS and "keys" in front.kinds:
                 return key_job(review, datetime.now(UTC))
-            if webhook == webhooks.CHECK_APPSCHEDULES and "validation" in front.kinds:
+            if webhook == admission.CHECK_APPSCHEDULES and "validation" in front.kinds:
                 return await check_appschedule(review, lambda r: loop.run_in_executor(reviews, review_access, r))
             raise aiohttp.web.HTTPNotFound(reason=f"no webhook {webhook!r} here")
         finally:
@@ -208,7 +209,7 @@ def _configure(front: Front) -> None:
 
     api = client.AdmissionregistrationV1Api(api_client())
     assert front.config_name is not None
-    for body in webhooks.configurations(front.config_name, front.kinds, front.client):
+    for body in admission.configurations(front.config_name, front.kinds, front.client):
         mutating = body["kind"] == "MutatingWebhookConfiguration"
         create = api.create_mutating_webhook_configuration if mutating else api.create_validating_webhook_configuration
         read = api.read_mutating_webhook_configuration if mutating else api.read_validating_webhook_configuration
@@ -235,13 +236,13 @@ def key_job(review: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     request = review.get("request")
     job = request.get("object") if isinstance(request, Mapping) else None
     if not isinstance(job, Mapping):
-        return webhooks.respond(review)
+        return admission.respond(review)
     try:
-        return webhooks.respond(review, patch=webhooks.json_patch(job, webhooks.mutate_job(job, now)))
+        return admission.respond(review, patch=admission.json_patch(job, admission.mutate_job(job, now)))
     except Exception:
         name = job.get("metadata", {}).get("name") if isinstance(job.get("metadata"), Mapping) else None
         log.exception("could not key Job %s; admitted without its key", name)
-        return webhooks.respond(review)
+        return admission.respond(review)
 
 
 async def check_appschedule(review: Mapping[str, Any], review_access: Any) -> dict[str, Any]:
@@ -251,24 +252,24 @@ async def check_appschedule(review: Mapping[str, Any], review_access: Any) -> di
     request = request if isinstance(request, Mapping) else {}
     body = request.get("object")
     body = body if isinstance(body, Mapping) else {}
-    message = webhooks.check_appschedule(body)
+    message = admission.check_appschedule(body)
     if message:
-        return webhooks.respond(review, refusal=message, code=422)
-    if not webhooks.spec_changed(request.get("operation"), request.get("oldObject"), body):
-        return webhooks.respond(review)
+        return admission.respond(review, refusal=message, code=422)
+    if not admission.spec_changed(request.get("operation"), request.get("oldObject"), body):
+        return admission.respond(review)
     userinfo = request.get("userInfo")
     userinfo = userinfo if isinstance(userinfo, Mapping) else {}
     metadata = body.get("metadata")
     namespace = (metadata.get("namespace") if isinstance(metadata, Mapping) else None) or request.get("namespace")
     namespace = str(namespace or "")
     try:
-        status = await review_access(webhooks.job_access_review(userinfo, namespace))
+        status = await review_access(admission.job_access_review(userinfo, namespace))
     except Exception as error:  # fail closed: the check is what stands between this user and running Jobs
         log.warning("SubjectAccessReview for %s failed: %s", userinfo.get("username"), error)
         message = f"could not check that {userinfo.get('username')} may create Jobs in namespace {namespace}"
-        return webhooks.respond(review, refusal=f"{message}; try again ({type(error).__name__})", code=503)
-    refusal = webhooks.access_refusal(userinfo, namespace, status)
-    return webhooks.respond(review, refusal=refusal) if refusal else webhooks.respond(review)
+        return admission.respond(review, refusal=f"{message}; try again ({type(error).__name__})", code=503)
+    refusal = admission.access_refusal(userinfo, namespace, status)
+    return admission.respond(review, refusal=refusal) if refusal else admission.respond(review)
 
 
 async def _liveness(where: tuple[str, int, str], heartbeat: Heartbeat) -> aiohttp.web.AppRunner:

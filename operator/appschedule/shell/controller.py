@@ -1,6 +1,6 @@
 """One reconcile of one AppSchedule, and the workers and resync that run them.
 
-A reconcile reads the in-memory view (state.py), calls the pure ``plan`` and writes what it says,
+A reconcile reads the in-memory view (store.py), calls the pure ``plan`` and writes what it says,
 nothing else: in steady state it makes no request at all. The one read: before a status that counts a
 run missed is written, the AppSchedule's Jobs are listed once, so a Job the watch has not delivered yet
 (its stream was down with the API server, or lags) is never counted missed. What it writes it also records in the view
@@ -30,11 +30,13 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from . import metrics, naming
+from ..core import naming
+from ..core.events import Event
+from ..core.reconcile import Plan, plan
+from ..core.view import World, project_cronjob, project_deployment, project_job
+from . import metrics
 from .api import Cluster, classify, message_of
-from .events import Event
-from .reconcile import Plan, plan
-from .state import LEDGER_FINALIZER, DeploymentMiss, State, World, project_cronjob, project_deployment, project_job
+from .store import DeploymentMiss, Store
 from .workqueue import Key, WorkQueue
 
 log = logging.getLogger("appschedule")
@@ -78,7 +80,7 @@ class WriteFailed(Exception):
 class Controller:
     cluster: Cluster
     options: Options
-    state: State = field(default_factory=State)
+    state: Store = field(default_factory=Store)
     queue: WorkQueue = field(default_factory=WorkQueue)
     running: asyncio.Event = field(default_factory=asyncio.Event)  # set while not paused (peering)
     listed: asyncio.Event = field(default_factory=asyncio.Event)  # every watch's initial listing is in
@@ -366,7 +368,7 @@ class Controller:
         released = 0
         for name in jobs:
             try:
-                await asyncio.to_thread(self.cluster.release_job, namespace, name, LEDGER_FINALIZER)
+                await asyncio.to_thread(self.cluster.release_job, namespace, name, naming.LEDGER_FINALIZER)
             except ApiException as error:  # tried again on the next reconcile: the Job still holds it
                 log.warning("could not release Job %s/%s: %s %s", namespace, name, error.status, error.reason)
                 continue

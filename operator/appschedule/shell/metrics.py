@@ -13,7 +13,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from .keys import parse_time
+from ..core.keys import parse_time
 
 REGISTRY = CollectorRegistry()
 LABELS = ("namespace", "appschedule", "task")
