@@ -41,8 +41,8 @@ crd: venv  ## regenerate crds/ and the chart's copy from operator/appschedule/co
 	$(BIN)/appschedule crd -o crds/appschedule.dev_appschedules.yaml
 	$(BIN)/appschedule crd -o charts/appschedule-operator/files/appschedule.dev_appschedules.yaml
 
-lint: venv
-	$(STEP) lint sh -c '$(BIN)/ruff check . && $(BIN)/ruff format --check .'
+lint: venv  ## ruff, and the import rules of .importlinter (layers, a pure core that never reads the clock)
+	$(STEP) lint sh -c '$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports'
 
 typecheck: venv
 	$(STEP) typecheck $(BIN)/mypy
