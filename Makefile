@@ -3,7 +3,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-CLUSTER := $(PYTHON) hack/cluster/localcluster.py
+# the venv's Python: the cluster's PKI is made by the project's certificate helper (appschedule/shell/certs.py)
+CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
@@ -19,7 +20,7 @@ venv: $(VENV)/.installed  ## the project and its dev tools in .venv
 
 # Everything a test tier runs is made by these prerequisites, never inside a test's timeout: the fixtures only
 # check that it is there and fail naming the target when it is not.
-tools:  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (cached by version)
+tools: venv  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (cached by version)
 	$(STEP) tools $(CLUSTER) tools
 
 node-tools: tools  ## the real node's: Debian's packages (apt-get), kubelet, kube-proxy, CoreDNS, the images it runs
@@ -28,10 +29,10 @@ node-tools: tools  ## the real node's: Debian's packages (apt-get), kubelet, kub
 cluster-up: tools  ## start the local control plane (reuses a running one); REAL_NODE=1: a real node instead of kwok's (root)
 	$(CLUSTER) up
 
-cluster-down:  ## stop exactly what cluster-up started and remove its state
+cluster-down: venv  ## stop exactly what cluster-up started and remove its state
 	$(CLUSTER) down
 
-cluster-status:
+cluster-status: venv
 	$(CLUSTER) status
 
 run: venv tools  ## the operator with a live demo: current kubeconfig, else the local cluster

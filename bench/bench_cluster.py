@@ -54,7 +54,6 @@ import json
 import math
 import os
 import random
-import signal
 import socket
 import ssl
 import subprocess
@@ -74,16 +73,21 @@ from aiohttp import web
 from yarl import URL
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script: the test kit is tests.kit
+from tests.kit import operator as kit  # noqa: E402
+from tests.kit.wait import Timeout, until, wait_for  # noqa: E402
+
+from appschedule.core import naming  # noqa: E402
+
 CACHE = Path(os.environ.get("APPSCHEDULE_CACHE", Path.home() / ".cache" / "appschedule-operator"))
 LOCALCLUSTER = REPO / "hack" / "cluster" / "localcluster.py"
 KUBECTL = REPO / ".tools" / "bin" / "kubectl"
 RESULTS = REPO / "bench" / "results"
 CRD_NAME = "appschedule.dev_appschedules.yaml"
 
-GROUP, VERSION, PLURAL = "appschedule.dev", "v1alpha1", "appschedules"
-MANAGED_BY = "app.kubernetes.io/managed-by=appschedule-operator"
-LABEL_APPSCHEDULE = "appschedule.dev/appschedule"
-LABEL_TASK = "appschedule.dev/task"
+GROUP, VERSION, PLURAL = naming.GROUP, naming.VERSION, naming.PLURAL
+MANAGED_BY = f"{naming.MANAGED_BY}={naming.MANAGER}"
+LABEL_APPSCHEDULE, LABEL_TASK = naming.LABEL_APPSCHEDULE, naming.LABEL_TASK
 IMAGE = "registry.example.com/bench/web:1"
 NEW_IMAGE = "registry.example.com/bench/web:2"
 TASKS = 3
@@ -105,6 +109,9 @@ P = TypeVar("P")
 
 class BenchError(Exception):
     """A scenario cannot go on: a deadline passed, a request failed, the operator exited."""
+
+
+BENCH_ERRORS = (BenchError, Timeout)  # what ends a scenario (Timeout: the kit's wait reached its deadline)
 
 
 def now() -> float:
@@ -697,11 +704,13 @@ class Proxy:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        deadline = now() + 30
-        while not port_open(self.port):
-            if self.process.poll() is not None or now() > deadline:
-                raise BenchError(f"the proxy did not start: see {self.log}")
-            time.sleep(0.05)
+
+        def guard() -> None:
+            if self.process.poll() is not None:
+                raise BenchError(f"the proxy exited with {self.process.returncode}: see {self.log}")
+
+        wait_for(lambda: port_open(self.port), timeout=30, what=f"the proxy to listen (its log: {self.log})",
+                 interval=0.05, guard=guard)  # fmt: skip
         self.session = aiohttp.ClientSession()
 
     async def requests(self, since: float, until: float | None = None) -> list[Request]:
@@ -735,32 +744,19 @@ def _proc_status_kib(pid: int, key: str) -> int:
     return 0
 
 
-class Process:
-    """A process under test: the operator or a baseline, its output appended to a log file."""
+class Process(kit.Process):
+    """A process under test (the operator or a baseline; the kit's launcher), started at once, with what it
+    costs: CPU and memory of it and its children."""
 
     def __init__(self, name: str, command: list[str], env: Mapping[str, str], log: Path, cwd: Path) -> None:
-        self.name, self.log = name, log
-        with open(log, "ab") as out:
-            out.write(f"\n==== {name} start {time.strftime('%Y-%m-%dT%H:%M:%S')}: {' '.join(command)}\n".encode())
-            out.flush()
-            self.started = now()
-            self.process = subprocess.Popen(
-                command,
-                env=dict(env),
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
+        super().__init__(name, command, log=log, env=env, cwd=cwd)
+        self.start()
 
     def guard(self) -> None:
-        if self.process.poll() is not None:
-            raise BenchError(f"{self.name} exited with {self.process.returncode}")
+        try:
+            super().guard()
+        except kit.Exited as exited:
+            raise BenchError(str(exited).splitlines()[0]) from None
 
     def tree(self) -> list[int]:
         """The process and its live children (the operator's admission process): every figure counts them
@@ -790,26 +786,6 @@ class Process:
 
     def peak_kib(self) -> int:
         return int(self._sum(lambda pid: _proc_status_kib(pid, "VmHWM")))
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self, timeout: float = 15) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log.read_text(errors="replace").splitlines()[-lines:]
-        except OSError:
-            return f"(no log at {self.log})"
-        return "\n".join(f"  {self.name}| {line}" for line in text)
 
 
 BARE_KOPF = """
@@ -903,8 +879,8 @@ class Bench:
         return dict(operator_env(self.args), KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
 
     def start_operator(self, world: World) -> Process:
-        command = [self.args.operator_python, "-m", "appschedule", "run", "--log-format", "json"]
-        command += ["--namespace", world.namespace]
+        command = kit.command("run", "--log-format", "json", "--namespace", world.namespace,
+                              python=self.args.operator_python)  # fmt: skip
         log = self.state / f"bench-operator-{self.args.label}.log"
         world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
         return world.operator
@@ -950,7 +926,7 @@ class Bench:
             world.operator.stop()
             # Jobs the ledger still held (a run being recorded when it stopped) would keep the namespace from
             # going: let them go as an uninstall does (README, "Install with Helm")
-            command = [self.args.operator_python, "-m", "appschedule", "release-jobs", "-n", world.namespace]
+            command = kit.command("release-jobs", "-n", world.namespace, python=self.args.operator_python)
             env = dict(operator_env(self.args), KUBECONFIG=str(self.state / "kubeconfig"))
             await asyncio.to_thread(subprocess.run, command, env=env, check=False, capture_output=True)
         await world.cronjobs.stop()
@@ -1346,7 +1322,7 @@ class Bench:
                 f"   floor {seconds(floor)} "
                 f"({TASKS * n} CronJobs patched, {CONCURRENCY} at a time)   ratio {ratio(took, floor)}"
             )
-        except BenchError as error:
+        except BENCH_ERRORS as error:
             self.failed("rollout", str(n), error, world)
         finally:
             await self.close_world(world)
@@ -1402,7 +1378,7 @@ class Bench:
                     f"   target p99 {seconds(targets[what])}: {'met' if p99 <= targets[what] else 'MISSED'}"
                 )
             self.record("admission", str(n), figures)
-        except BenchError as error:
+        except BENCH_ERRORS as error:
             self.failed("admission", str(n), error, world)
         finally:
             await self.close_world(world)
@@ -1411,15 +1387,13 @@ class Bench:
     async def live(self, world: World, port: int) -> None:
         """Until the operator's liveness endpoint answers 200 (its controller has started)."""
         assert world.operator is not None
-        while True:
-            world.operator.guard()
-            with contextlib.suppress(aiohttp.ClientError):
-                async with self.api.session.get(f"http://127.0.0.1:{port}/healthz") as response:
-                    if response.status == 200:
-                        return
-            if now() > self.deadline():
-                raise BenchError("the liveness endpoint never answered 200")
-            await asyncio.sleep(0.1)
+
+        async def answers() -> bool:
+            async with self.api.session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                return response.status == 200
+
+        await until(answers, timeout=self.deadline() - now(), what="the liveness endpoint to answer 200",
+                    interval=0.1, ignore=(aiohttp.ClientError,), guard=world.operator.guard)  # fmt: skip
 
     async def webhook_calls(self) -> dict[str, dict[float, float]]:
         """apiserver_admission_webhook_admission_duration_seconds of our webhooks: cumulative buckets by name."""
@@ -1445,17 +1419,14 @@ class Bench:
         """The operator with both webhooks (under a configuration of its own) and its liveness endpoint,
         once the API server calls its webhooks."""
         name = self.webhook_config_name
-        command = [self.args.operator_python, "-m", "appschedule", "run", "--log-format", "json",
-                   "--namespace", world.namespace, "--webhook-port", str(free_port()), "--webhook-config-name", name,
-                   "--liveness", f"http://127.0.0.1:{live}/healthz"]  # fmt: skip
+        args = ["run", "--log-format", "json", "--namespace", world.namespace, "--webhook-port", str(free_port())]
+        args += ["--webhook-config-name", name, "--liveness", f"http://127.0.0.1:{live}/healthz"]
+        command = kit.command(*args, python=self.args.operator_python)
         log = self.state / f"bench-operator-{self.args.label}-{what}.log"
         world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
         configured = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
-        while await self.api.call("GET", configured, allow=404) is None:
-            world.operator.guard()
-            if now() > self.deadline():
-                raise BenchError("the webhook configuration never appeared")
-            await asyncio.sleep(0.2)
+        await until(lambda: self.api.call("GET", configured, allow=404), timeout=self.deadline() - now(),
+                    what="the webhook configuration", interval=0.2, guard=world.operator.guard)  # fmt: skip
         return world.operator
 
     async def drop_webhooks(self) -> None:
@@ -1490,7 +1461,7 @@ class Bench:
             started = now()
             try:
                 await call()
-            except (BenchError, aiohttp.ClientError) as error:
+            except (*BENCH_ERRORS, aiohttp.ClientError) as error:
                 print(f"  ({what} probe failed: {error})", flush=True)
                 samples.setdefault(f"{what} failed", []).append(now() - started)
                 return
@@ -1602,7 +1573,7 @@ class Bench:
                 f"RSS {operator.rss_kib() / 1024:.0f} MiB"
                 f"   completion to status p50 {p50} p99 {p99} ({unseen} not shown within 30 s)"
             )
-        except BenchError as error:
+        except BENCH_ERRORS as error:
             self.failed("fires", str(n), error, world)
         finally:
             await jobs.stop()
@@ -1661,7 +1632,7 @@ class Bench:
             if "change" in here and change_floor is not None:
                 step = "change"
                 await self.change(world, change_floor)
-        except BenchError as error:
+        except BENCH_ERRORS as error:
             self.failed(step, str(n), error, world)
         if world.operator is not None:
             world.operator.stop()
@@ -1670,7 +1641,7 @@ class Bench:
             try:
                 bare = await self.bare_kopf(world)
                 self.results.setdefault("baselines", {})[f"bare_kopf_{n}"] = bare
-            except BenchError as error:
+            except BENCH_ERRORS as error:
                 print(f"  (bare kopf baseline failed: {error})", flush=True)
         if idle is not None:
             idle["bare_kopf"] = bare

@@ -16,7 +16,7 @@ if [ "${APPSCHEDULE_LOCAL:-}" != 1 ] && { [ -n "${KUBECONFIG:-}" ] || [ -f "$HOM
     exit 1
   fi
 else
-  python3 hack/cluster/localcluster.py up
+  .venv/bin/python hack/cluster/localcluster.py up
   eval "$(python3 hack/cluster/localcluster.py env)"
   # the local API server runs on this machine: it can call the webhooks on loopback (a remote one
   # cannot; there the Jobs run without their key until the chart installs the operator in the cluster)

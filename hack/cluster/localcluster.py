@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import contextlib
+import datetime
 import fcntl
 import hashlib
 import json
@@ -47,6 +48,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import images
@@ -280,49 +282,56 @@ def binary(name: str) -> str:
 # Certificates and configuration
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+SERVER_NAMES = ("127.0.0.1", "10.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local")  # fmt: skip
+PKI_VALIDITY_DAYS = 3650
 
 
-def _cert(pki: Path, name: str, subject: str, *, server: bool = False, ips: tuple[str, ...] = ()) -> None:
-    """An EC key and a certificate signed by the local CA."""
-    ext = pki / f"{name}.ext"
-    if server:
-        sans = [
-            *(f"IP:{ip}" for ip in ips),
-            "IP:127.0.0.1",
-            "IP:10.0.0.1",
-            "DNS:localhost",
-            "DNS:kubernetes",
-            "DNS:kubernetes.default",
-            "DNS:kubernetes.default.svc",
-            "DNS:kubernetes.default.svc.cluster.local",
-        ]
-        ext.write_text(f"subjectAltName={','.join(sans)}\nextendedKeyUsage=serverAuth,clientAuth\n")
-    else:
-        ext.write_text("extendedKeyUsage=clientAuth\n")
-    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{name}.key", cwd=pki)
-    _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr", cwd=pki)
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        f"{name}.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-extfile",
-        ext.name,
-        "-out",
-        f"{name}.crt",
-        cwd=pki,
-    )
-    (pki / f"{name}.csr").unlink()
-    ext.unlink()
+def _certs() -> Any:
+    """The project's one certificate helper, appschedule.shell.certs (found in the source tree when this
+    Python does not have the project installed; it needs the ``cryptography`` package)."""
+    with contextlib.suppress(ImportError):
+        from appschedule.shell import certs
+
+        return certs
+    sys.path.append(str(REPO / "operator"))
+    try:
+        from appschedule.shell import certs
+    except ImportError as error:
+        raise SystemExit(
+            f"the local cluster's certificates need the project's Python packages ({error}): "
+            f"run `make cluster-up`, or {REPO / '.venv/bin/python'} {Path(__file__).name} up"
+        ) from None
+    return certs
+
+
+def _write_pki(pki: Path, users: dict[str, tuple[str, str | None]], server_ips: tuple[str, ...]) -> None:
+    """The cluster's CA, the API server's serving certificate, a client certificate per user (name ->
+    (CN, O)), and the service-account signing key pair."""
+    certs = _certs()
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    now = datetime.datetime.now(datetime.UTC)
+    validity = datetime.timedelta(days=PKI_VALIDITY_DAYS)
+    authority = certs.Authority.create("appschedule-local-ca", now, validity)
+    certs.write_pem(pki / "ca.crt", authority.cert)
+    certs.write_pem(pki / "ca.key", authority.key)
+    hosts = (*server_ips, *SERVER_NAMES)
+    apiserver = certs.subject("kube-apiserver")
+    issued = {
+        "kube-apiserver": authority.issue(apiserver, now, hosts=hosts, server=True, client=True, validity=validity)
+    }
+    for user, (common_name, organization) in users.items():
+        issued[user] = authority.issue(certs.subject(common_name, organization), now, client=True, validity=validity)
+    for name, (key, cert) in issued.items():
+        certs.write_pem(pki / f"{name}.crt", cert)
+        certs.write_pem(pki / f"{name}.key", key)
+    signing = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (pki / "sa.key").touch(mode=0o600)
+    pem, pkcs8, spki = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.PublicFormat
+    (pki / "sa.key").write_bytes(signing.private_bytes(pem, pkcs8, serialization.NoEncryption()))
+    (pki / "sa.pub").write_bytes(signing.public_key().public_bytes(pem, spki.SubjectPublicKeyInfo))
 
 
 def _kubeconfig(path: Path, pki: Path, user: str) -> None:
@@ -357,35 +366,17 @@ def _kubeconfig(path: Path, pki: Path, user: str) -> None:
 def _prepare(state: Path, *, real_node: bool = False) -> None:
     pki = state / "pki"
     pki.mkdir(parents=True)
-    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key", cwd=pki)
-    _openssl(
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        "ca.key",
-        "-subj",
-        "/CN=appschedule-local-ca",
-        "-days",
-        "3650",
-        "-out",
-        "ca.crt",
-        cwd=pki,
-    )
-    _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
-    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
-    node_ip = (realnode.node_ip(),) if real_node else ()
-    _cert(pki, "kube-apiserver", "/CN=kube-apiserver", server=True, ips=node_ip)
-    _cert(pki, "admin", "/O=system:masters/CN=kubernetes-admin")
-    _cert(pki, "kube-controller-manager", "/CN=system:kube-controller-manager")
-    _cert(pki, "kube-scheduler", "/CN=system:kube-scheduler")
-    _cert(pki, "kwok", "/O=system:masters/CN=kwok-controller")
-    users = ["admin", "kube-controller-manager", "kube-scheduler", "kwok"]
+    users: dict[str, tuple[str, str | None]] = {
+        "admin": ("kubernetes-admin", "system:masters"),
+        "kube-controller-manager": ("system:kube-controller-manager", None),
+        "kube-scheduler": ("system:kube-scheduler", None),
+        "kwok": ("kwok-controller", "system:masters"),
+    }
     if real_node:  # the Node authorizer and NodeRestriction know the kubelet by this name and group
-        _cert(pki, "kubelet", f"/O=system:nodes/CN=system:node:{realnode.NODE_NAME}")
-        _cert(pki, "kube-proxy", "/CN=system:kube-proxy")  # bound to system:node-proxier by default
-        _cert(pki, "coredns", f"/CN={realnode.COREDNS_USER}")  # may only read what it serves (COREDNS_RBAC)
-        users += ["kubelet", "kube-proxy", "coredns"]
+        users["kubelet"] = (f"system:node:{realnode.NODE_NAME}", "system:nodes")
+        users["kube-proxy"] = ("system:kube-proxy", None)  # bound to system:node-proxier by default
+        users["coredns"] = (realnode.COREDNS_USER, None)  # may only read what it serves (COREDNS_RBAC)
+    _write_pki(pki, users, (realnode.node_ip(),) if real_node else ())
     for user in users:
         _kubeconfig(state / f"{user}.kubeconfig", pki, user)
     shutil.copy(state / "admin.kubeconfig", state / "kubeconfig")

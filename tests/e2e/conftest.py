@@ -3,7 +3,7 @@ local cluster of hack/cluster when KUBECONFIG is unset (started for the session,
 
 With APPSCHEDULE_E2E_IMAGE (an operator image the cluster's nodes have, e.g. loaded into kind) the
 chart's own pod runs the operator. Without it, the cluster has no node that can run the image (the local
-one: kwok), and the operator runs on this machine as the chart's ServiceAccount (tests/chartkit.py).
+one: kwok), and the operator runs on this machine as the chart's ServiceAccount (tests/kit/chart.py).
 
 With REAL_NODE=1 (`make e2e-node`) the local cluster has a real node (hack/cluster/realnode.py) instead:
 the operator image and a small test app are built here (hack/cluster/images.py) and imported into the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chartkit import REPO, Helm, Kubectl
+from tests.kit.chart import REPO, Helm, Kubectl
 
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
 import images

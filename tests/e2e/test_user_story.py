@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 
 from appschedule.core import naming
-from tests import chartkit
-from tests.chartkit import Helm, HostedOperator, Kubectl
-from tests.integration.kube import wait_for
+from tests.kit import chart
+from tests.kit.chart import Helm, HostedOperator, Kubectl
+from tests.kit.wait import wait_for
 
 from .conftest import Target
 
@@ -49,8 +49,8 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         crd = kubectl("get", "crd", "appschedules.appschedule.dev", "-o", "json", check=False)
         if crd.returncode == 0:
             # installed before by kubectl (or by another release): adopt it, as the README says
-            chartkit.adopt_crd(kubectl, RELEASE, ops)
-        install = ["install", RELEASE, str(chartkit.CHART), "-n", ops, "-f", "-", "--timeout=180s"]
+            chart.adopt_crd(kubectl, RELEASE, ops)
+        install = ["install", RELEASE, str(chart.CHART), "-n", ops, "-f", "-", "--timeout=180s"]
         helm(*install, *(["--wait"] if target.image else []), input=json.dumps(values))
 
         # the app: a Deployment and, beside it, its schedule
@@ -79,7 +79,7 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         kubectl("apply", "-f", "-", input=json.dumps(schedule))
         if not target.image:
             operator = HostedOperator(kubectl, target.kubeconfig, RELEASE, ops, tmp_path)
-            operator.start(wait=wait_for)
+            operator.start()
 
         wait_for(lambda: kubectl("get", "cronjob", "shop-print-key", "-n", app, check=False).returncode == 0,
                  timeout=60, what="the task's CronJob")  # fmt: skip

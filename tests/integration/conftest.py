@@ -7,10 +7,7 @@ Every test gets its own namespace. A failing test shows the tail of each compone
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 import uuid
 from collections.abc import Generator, Iterator
@@ -20,9 +17,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.chartkit import Kubectl as Kubectl  # re-exported for the tests
-
-from .kube import wait_for
+from tests.kit.chart import Kubectl as Kubectl  # re-exported for the tests
+from tests.kit.operator import Operator
+from tests.kit.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
@@ -114,66 +111,14 @@ def crd(kubectl: Kubectl) -> str:
     return "appschedules.appschedule.dev"
 
 
-class OperatorProcess:
-    """The operator running for real: ``python -m appschedule run`` against the cluster under test."""
+class OperatorProcess(Operator):
+    """The operator as the integration tests run it (the kit's launcher): resyncs every 3 s, JSON logs,
+    the liveness endpoint on ``liveness_port``, plus ``extra`` arguments."""
 
     def __init__(self, kubeconfig: Path, log: Path, *extra: str, liveness_port: int = 36290) -> None:
-        self.kubeconfig = kubeconfig
-        self.log = log
-        self.extra = extra
-        self.process: subprocess.Popen[bytes] | None = None
         self.liveness = f"http://127.0.0.1:{liveness_port}/healthz"
-
-    def start(self) -> None:
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "appschedule",
-                    "run",
-                    "--resync-seconds",
-                    "3",
-                    "--full-resync-every",
-                    "1",
-                    "--log-format",
-                    "json",
-                    "--liveness",
-                    self.liveness,
-                    *self.extra,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        mark = self.lines()
-        wait_for(lambda: "Activity 'startup' succeeded" in "".join(self.lines()[len(mark) :]), timeout=30,
-                 what="the operator to start")  # fmt: skip
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=30)
-
-    def lines(self) -> list[str]:
-        try:
-            return self.log.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-
-    def reconciles(self, namespace: str, name: str) -> list[dict[str, object]]:
-        found = []
-        for line in self.lines():
-            if '"reconciled ' not in line:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("namespace") == namespace and record.get("appschedule") == name:
-                found.append(record)
-        return found
+        args = ["run", "--resync-seconds", "3", "--full-resync-every", "1", "--log-format", "json"]
+        super().__init__([*args, "--liveness", self.liveness, *extra], log=log, kubeconfig=kubeconfig)
 
 
 _operator: OperatorProcess | None = None
@@ -197,6 +142,6 @@ def operator(
     # the key webhook on Jobs (validation of AppSchedules is tested with an operator of its own: the tests
     # here write invalid specs on purpose, as a user could while the webhook is down)
     _operator = OperatorProcess(cluster.kubeconfig, log, *SESSION_WEBHOOKS, "--metrics-port", str(METRICS_PORT))
-    _operator.start()
+    _operator.start_and_wait()
     yield _operator
-    _operator.kill(signal.SIGTERM)
+    _operator.stop()

@@ -14,8 +14,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.kit.wait import wait_for
+
 from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
-from .kube import wait_for
 from .test_ledger import webhook_only_operator
 from .test_operator import World
 

@@ -1,5 +1,5 @@
 """The Helm chart against the real API server: lint, server-side dry-runs, least privilege, Pod Security,
-install/upgrade/uninstall, and the operator running as the chart's ServiceAccount (tests/chartkit.py).
+install/upgrade/uninstall, and the operator running as the chart's ServiceAccount (tests/chart.py).
 
 The session operator of the other files is stopped while these run: two operators reconciling the same
 AppSchedules would blur what is proven.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import uuid
@@ -22,12 +21,12 @@ import pytest
 import yaml
 
 from appschedule.shell import metrics
-from tests import chartkit
-from tests.chartkit import Helm, HostedOperator, of_kind
+from tests.kit import chart
+from tests.kit.chart import OUTCOME, Helm, HostedOperator, of_kind
+from tests.kit.wait import wait_for
 
 from . import conftest
 from .conftest import ClusterUnderTest, Kubectl
-from .kube import wait_for
 
 ALL_ON: dict[str, Any] = {
     "webhook": {"certManager": {"enabled": True}},
@@ -55,10 +54,10 @@ def no_session_operator() -> Iterator[None]:
     session = conftest._operator
     running = session is not None and session.process is not None and session.process.poll() is None
     if running and session:
-        session.kill(signal.SIGTERM)
+        session.stop()
     yield
     if running and session:
-        session.start()
+        session.start_and_wait()
 
 
 def new_namespace(kubectl: Kubectl, *, restricted: bool = False) -> str:
@@ -101,7 +100,7 @@ def test_lint_default_and_every_option(helm: Helm, tmp_path: Path) -> None:
     options = tmp_path / "all-on.yaml"
     options.write_text(yaml.safe_dump({**ALL_ON, "watchNamespaces": ["a", "b"]}))
     for extra in ([], ["-f", str(options)]):
-        out = helm("lint", "--strict", f"--kube-version={chartkit.KUBE_VERSION}", str(chartkit.CHART), *extra)
+        out = helm("lint", "--strict", f"--kube-version={chart.KUBE_VERSION}", str(chart.CHART), *extra)
         assert "0 chart(s) failed" in out.stdout
 
 
@@ -118,7 +117,7 @@ def test_values_schema_refuses_what_the_chart_cannot_do(helm: Helm) -> None:
 
 
 def test_every_value_is_commented_by_its_name() -> None:
-    lines = (chartkit.CHART / "values.yaml").read_text().splitlines()
+    lines = (chart.CHART / "values.yaml").read_text().splitlines()
     path: list[tuple[int, str]] = []
     for number, line in enumerate(lines):
         found = re.match(r"^( *)([A-Za-z][A-Za-z0-9]*):", line)
@@ -143,7 +142,7 @@ def test_every_value_is_commented_by_its_name() -> None:
 
 def _declared(dotted: str) -> bool:
     """Whether values.schema.json names this key itself (not as part of a free-form object)."""
-    node = json.loads((chartkit.CHART / "values.schema.json").read_text())
+    node = json.loads((chart.CHART / "values.schema.json").read_text())
     for key in dotted.split("."):
         node = node.get("properties", {}).get(key)
         if node is None:
@@ -152,7 +151,7 @@ def _declared(dotted: str) -> bool:
 
 
 def test_schema_closes_every_object() -> None:
-    schema = json.loads((chartkit.CHART / "values.schema.json").read_text())
+    schema = json.loads((chart.CHART / "values.schema.json").read_text())
 
     def walk(node: dict[str, Any], where: str) -> None:
         if node.get("type") == "object" and "properties" in node:
@@ -166,7 +165,7 @@ def test_schema_closes_every_object() -> None:
 def test_rbac_is_least_privilege(helm: Helm) -> None:
     for values in ({}, {"watchNamespaces": ["a", "b"]}, ALL_ON):
         objects = helm.template(values)
-        rules = chartkit.rbac_rules(objects)
+        rules = chart.rbac_rules(objects)
         assert rules
         for kind, name, rule in rules:
             for field in ("apiGroups", "resources", "verbs"):
@@ -220,7 +219,7 @@ def test_hook_and_test_pods_are_never_behind_the_operators_services(helm: Helm) 
 
 def test_the_chart_crd_is_the_generated_one(helm: Helm) -> None:
     (crd,) = of_kind(helm.template({}), "CustomResourceDefinition")
-    generated = yaml.safe_load((chartkit.REPO / "crds" / "appschedule.dev_appschedules.yaml").read_text())
+    generated = yaml.safe_load((chart.REPO / "crds" / "appschedule.dev_appschedules.yaml").read_text())
     assert crd["spec"] == generated["spec"]
     assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
 
@@ -256,7 +255,7 @@ def test_alerts_and_dashboard_query_metrics_the_operator_exports(helm: Helm) -> 
 def test_everything_rendered_passes_a_server_side_dry_run(
     helm: Helm, kubectl: Kubectl, crd: str, namespaces: list[str], tmp_path: Path
 ) -> None:
-    for third_party in chartkit.third_party_crds(tmp_path):
+    for third_party in chart.third_party_crds(tmp_path):
         kubectl("apply", "--server-side", "-f", "-", input=json.dumps(third_party))
         kubectl.wait_established(third_party["metadata"]["name"])
     namespace = new_namespace(kubectl)
@@ -300,9 +299,9 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
         )
     )
     # the session installed the CRD with kubectl: the release adopts it, as a user moving to the chart would
-    chartkit.adopt_crd(kubectl, release, ops)
+    chart.adopt_crd(kubectl, release, ops)
     # no --wait: without a node the operator pod never becomes ready (the operator runs here instead)
-    helm("install", release, str(chartkit.CHART), "-n", ops, "-f", str(values), "--timeout=120s")
+    helm("install", release, str(chart.CHART), "-n", ops, "-f", str(values), "--timeout=120s")
     manifest = [d for d in yaml.safe_load_all(helm("get", "manifest", release, "-n", ops).stdout) if d]
     for obj in manifest:
         where = ["-n", ops] if obj["metadata"].get("namespace") else []
@@ -344,7 +343,7 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
     _deployment_and_appschedule(kubectl, app)
     operator = HostedOperator(kubectl, cluster.kubeconfig, release, ops, tmp_path)
     try:
-        operator.start(wait=wait_for)
+        operator.start()
         _reconcile_key_and_record(kubectl, app)
 
         # a spec change goes through the validating webhook, which asks a SubjectAccessReview as the
@@ -370,7 +369,7 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
         helm(
             "upgrade",
             release,
-            str(chartkit.CHART),
+            str(chart.CHART),
             "-n",
             ops,
             "-f",
@@ -435,7 +434,7 @@ def test_watch_namespaces_confines_the_operator(
     helm(
         "install",
         release,
-        str(chartkit.CHART),
+        str(chart.CHART),
         "-n",
         ops,
         "-f",
@@ -455,7 +454,7 @@ def test_watch_namespaces_confines_the_operator(
         _deployment_and_appschedule(kubectl, namespace)
     operator = HostedOperator(kubectl, cluster.kubeconfig, release, ops, tmp_path)
     try:
-        operator.start(wait=wait_for)
+        operator.start()
         _reconcile_key_and_record(kubectl, watched)
         assert kubectl("get", "cronjobs", "-n", other, "-o", "name").stdout.strip() == ""
         status = json.loads(kubectl("get", "appschedule", "shop", "-n", other, "-o", "json").stdout).get("status")
@@ -510,7 +509,7 @@ def _appschedule(namespace: str, name: str, tasks: list[dict[str, Any]]) -> dict
 
 
 def _deployment_and_appschedule(kubectl: Kubectl, namespace: str) -> None:
-    deployment = yaml.safe_load((chartkit.REPO / "examples" / "deployment.yaml").read_text())
+    deployment = yaml.safe_load((chart.REPO / "examples" / "deployment.yaml").read_text())
     deployment["metadata"]["namespace"] = namespace
     deployment["spec"]["replicas"] = 0
     tasks: list[dict[str, Any]] = [
@@ -519,7 +518,7 @@ def _deployment_and_appschedule(kubectl: Kubectl, namespace: str) -> None:
             "name": "hang",
             "schedule": EVERY_MINUTE,
             "command": ["node", "hang.js"],
-            "podAnnotations": {"test.appschedule.dev/outcome": "hang"},
+            "podAnnotations": {OUTCOME: "hang"},
         },
     ]
     kubectl("apply", "-f", "-", input=json.dumps(deployment))

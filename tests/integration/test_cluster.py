@@ -11,8 +11,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.kit.chart import OUTCOME
+from tests.kit.wait import seconds_to_next_minute, wait_for
+
 from .conftest import ClusterUnderTest
-from .kube import seconds_to_next_minute, wait_for
 
 PAUSE = "registry.k8s.io/pause:3.10"  # never pulled: kwok plays the kubelet
 
@@ -26,7 +28,7 @@ def job_condition(batch: client.BatchV1Api, namespace: str, name: str) -> str | 
 
 
 def pod_template(outcome: str | None = None) -> client.V1PodTemplateSpec:
-    annotations = {"test.appschedule.dev/outcome": outcome} if outcome else None
+    annotations = {OUTCOME: outcome} if outcome else None
     return client.V1PodTemplateSpec(
         metadata=client.V1ObjectMeta(annotations=annotations),
         spec=client.V1PodSpec(

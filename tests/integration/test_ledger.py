@@ -21,12 +21,15 @@ import pytest
 import yaml
 from kubernetes import client
 
+from appschedule.core import naming
+from tests.kit.chart import OUTCOME
+from tests.kit.wait import seconds_to_next_minute, wait_for
+
 from .conftest import METRICS_PORT, ClusterUnderTest, Kubectl, OperatorProcess
-from .kube import seconds_to_next_minute, wait_for
 from .test_operator import World, task
 
 pytestmark = pytest.mark.cronfire
-LEDGER_FINALIZER = "appschedule.dev/ledger"
+LEDGER_FINALIZER = naming.LEDGER_FINALIZER
 
 
 @pytest.fixture(name="world")
@@ -77,8 +80,8 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: World, kubectl: Ku
     boundary = wait_for_boundary()
     tasks = [
         task("ok", "* * * * *"),
-        task("boom", "* * * * *", podAnnotations={"test.appschedule.dev/outcome": "fail"}),
-        task("hang", "* * * * *", activeDeadlineSeconds=5, podAnnotations={"test.appschedule.dev/outcome": "hang"}),
+        task("boom", "* * * * *", podAnnotations={OUTCOME: "fail"}),
+        task("hang", "* * * * *", activeDeadlineSeconds=5, podAnnotations={OUTCOME: "hang"}),
         task("paused", "* * * * *", suspend=True),
     ]
     world.appschedule("shop", tasks)
@@ -151,7 +154,7 @@ def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(
         (job,) = jobs(world)
         assert "appschedule.dev/idempotency-key" not in (job["metadata"].get("annotations") or {})
     finally:
-        operator.start()
+        operator.start_and_wait()
     wait_for(lambda: counts(world, "shop", "tick").get("runs", 0) >= 1, timeout=30, what="the run counted")
     wait_for(lambda: "KeyNotInjected" in reasons(world, "shop"), timeout=30, what="a KeyNotInjected Event")
     recent = task_status(world, "shop", "tick")["recent"]
@@ -168,7 +171,7 @@ def webhook_only_operator(
         cluster.kubeconfig, log, "--namespace", "no-such-namespace", "--webhook-port", str(port),
         "--webhooks", kind, "--webhook-config-name", name, liveness_port=port + 1,
     )  # fmt: skip
-    process.start()
+    process.start_and_wait()
     admission = client.AdmissionregistrationV1Api(api)
     mutating = kind == "keys"
     wait_for(lambda: _configured(admission, name, mutating=mutating), timeout=30, what=f"the {kind} webhook")
@@ -210,7 +213,7 @@ def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_reco
         wait_for(held, timeout=boundary - time.time() + 90, what="a second run, and the first held while deleted")
         assert all(LEDGER_FINALIZER in j["metadata"].get("finalizers", []) for j in jobs(world))
     finally:
-        operator.start()
+        operator.start_and_wait()
     wait_for(lambda: counts(world, "shop", "tick").get("succeeded", 0) >= 2, timeout=60, what="both runs recorded")
     wait_for(lambda: all(not j["metadata"].get("deletionTimestamp") for j in jobs(world)), timeout=60,
              what="the deleted Jobs let go and gone")  # fmt: skip

@@ -13,11 +13,13 @@ import pytest
 import yaml
 from kubernetes import client
 
+from appschedule.core import naming
+from tests.kit.wait import wait_for
+
 from .conftest import Kubectl, OperatorProcess
-from .kube import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-GROUP, VERSION, PLURAL = "appschedule.dev", "v1alpha1", "appschedules"
+GROUP, VERSION, PLURAL = naming.GROUP, naming.VERSION, naming.PLURAL
 WEEKLY = "0 17 * * 5"  # far from any test's minute: status does not move while a test runs
 
 
@@ -256,7 +258,7 @@ def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: Wo
     operator.kill()  # SIGKILL: no cleanup of any kind
     try:
         create_many(world, 20, 5)
-        operator.start()
+        operator.start_and_wait()
         wait_for(lambda: world.cronjobs(), timeout=30, what="the first CronJobs", interval=0.02)
         operator.kill()  # in the middle of reconciling the 20
         partial = set(world.cronjobs())
@@ -264,7 +266,7 @@ def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: Wo
         # while it is down, make one CronJob stale and one orphan-looking (a removed task)
         world.patch("app-00", {"spec": {"tasks": many_tasks(0, 4)}})
     finally:
-        operator.start()
+        operator.start_and_wait()
     expected = expected_names(20, 5) - {"app-00-t00-4"}
     until(lambda: set(world.cronjobs()) == expected, "exactly the expected 99 CronJobs", timeout=120)
     until(lambda: all_ready(world, 20), "20 Ready AppSchedules", timeout=60)

@@ -34,7 +34,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -50,6 +49,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from appschedule.core import naming
+from tests.kit import operator as kit
+from tests.kit.chart import OUTCOME
+from tests.kit.wait import Timeout, wait_for
+
 from . import groundtruth as gt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,9 +63,7 @@ os.environ.setdefault("APPSCHEDULE_PORT_OFFSET", "2000")
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
 import localcluster  # noqa: E402
 
-GROUP, VERSION, PLURAL = "appschedule.dev", "v1alpha1", "appschedules"
-FINALIZER = "appschedule.dev/ledger"
-OUTCOME = "test.appschedule.dev/outcome"
+GROUP, VERSION, PLURAL, FINALIZER = naming.GROUP, naming.VERSION, naming.PLURAL, naming.LEDGER_FINALIZER
 _SHIFT = int(os.environ["APPSCHEDULE_PORT_OFFSET"]) - 2000  # a second soak beside the first: another offset
 PORTS = {"webhook": 36501 + _SHIFT, "metrics": 36502 + _SHIFT, "liveness": 36503 + _SHIFT}
 CATCH_UP_LIMIT = 30.0
@@ -205,54 +207,25 @@ class CatchUp:
 # Processes
 
 
-class Operator:
+class Operator(kit.Operator):
+    """The operator under chaos (the kit's launcher), counting its kills and the exits it did not ask for."""
+
     def __init__(self, kubeconfig: Path, log_path: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
+        args = [
+            "run", "--log-format", "json", "--liveness", f"http://127.0.0.1:{PORTS['liveness']}/healthz",
+            "--webhook-port", str(PORTS["webhook"]), "--webhooks", "keys,validation",
+            "--webhook-config-name", "soak.appschedule.dev", "--metrics-port", str(PORTS["metrics"]),
+        ]  # fmt: skip
+        super().__init__(args, log=log_path, kubeconfig=kubeconfig)
         self.unexpected_exits = 0
         self.kills = 0
-
-    def start(self, timeout: float = 90) -> None:
-        mark = self._size()
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
-        with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "appschedule", "run", "--log-format", "json",
-                    "--liveness", f"http://127.0.0.1:{PORTS['liveness']}/healthz",
-                    "--webhook-port", str(PORTS["webhook"]), "--webhooks", "keys,validation",
-                    "--webhook-config-name", "soak.appschedule.dev", "--metrics-port", str(PORTS["metrics"]),
-                ],
-                stdout=out, stderr=subprocess.STDOUT, env=env,
-            )  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while "Activity 'startup' succeeded" not in self._since(mark):
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the operator exited with {self.process.returncode} while starting")
-            if time.monotonic() > deadline:
-                raise RuntimeError("the operator did not start within {timeout}s")
-            time.sleep(0.2)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=60)
 
     def check(self) -> None:
         """Start it again if it exited on its own (counted: it must not happen)."""
         if self.process is not None and self.process.poll() is not None:
             self.unexpected_exits += 1
             log(f"the operator exited on its own with {self.process.returncode}; starting it again")
-            self.start()
-
-    def _size(self) -> int:
-        return self.log_path.stat().st_size if self.log_path.exists() else 0
-
-    def _since(self, offset: int) -> str:
-        with open(self.log_path, "rb") as f:
-            f.seek(offset)
-            return f.read().decode(errors="replace")
+            self.start_and_wait(timeout=90)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -326,7 +299,7 @@ class Soak:
               "the AppSchedule CRD to be Established")  # fmt: skip
         self.out.mkdir(parents=True, exist_ok=True)
         self.operator = Operator(self.cluster.kubeconfig, self.out / "operator.log")
-        self.operator.start()
+        self.operator.start_and_wait(timeout=90)
         for n in range(self.args.namespaces):
             namespace = f"soak-{n}"
             self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
@@ -398,7 +371,7 @@ class Soak:
         if action == "kill":
             self.operator.kill()
             self.operator.kills += 1
-            self.operator.start()
+            self.operator.start_and_wait(timeout=90)
         elif action == "stop":
             log(f"stopping {arg}")
             self.api_down = arg == "kube-apiserver"
@@ -577,12 +550,12 @@ class Soak:
         log("every AppSchedule suspended; waiting for the last runs to end and the ledger to settle")
         try:
             _wait(lambda: self.settled(stopped_at), 300, "the last runs to end and the ledger to settle")
-        except TimeoutError as error:
+        except Timeout as error:
             self.failures.append(str(error) + ": " + "; ".join(self.unsettled(stopped_at)[:5]))
         statuses = {k: v for k, v in self.statuses().items() if k[1] in self.live}
         held = [f"{j['metadata']['namespace']}/{j['metadata']['name']}" for j in self.jobs()
                 if FINALIZER in (j["metadata"].get("finalizers") or [])]  # fmt: skip
-        self.operator.kill(signal.SIGTERM)
+        self.operator.stop()
         logs = self.cluster.state / "logs"
         segments = [*sorted(logs.glob("audit-*.log")), logs / "audit.log"]  # rotated ones first, oldest first
         for segment in segments:
@@ -641,7 +614,7 @@ class Soak:
 
     def teardown(self) -> None:
         with contextlib.suppress(Exception):
-            self.operator.kill(signal.SIGTERM)
+            self.operator.stop()
         if not self.args.keep_cluster:
             self.cluster.down()
 
@@ -658,16 +631,8 @@ def _deployment(name: str, tag: str) -> dict[str, Any]:
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():
-                return
-        except API_ERRORS:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(1)
+    """The kit's wait, polling every second, an API server away on purpose counting as "not yet"."""
+    wait_for(check, timeout=timeout, what=what, interval=1, ignore=API_ERRORS)
 
 
 def _lines(paths: list[Path]) -> Iterator[str]:

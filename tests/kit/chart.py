@@ -1,4 +1,4 @@
-"""Helpers for tests of the Helm chart, shared by tests/integration and tests/e2e.
+"""kubectl and helm against the cluster under test, and the Helm chart's operator run on this machine.
 
 On a cluster without a real node (the local one: kwok plays the kubelet) the chart's operator pod is
 admitted and scheduled but never runs. ``HostedOperator`` stands in for it: the operator process runs
@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "appschedule-operator"
 KUBE_VERSION = "1.33.0"
+# the pod annotation from which kwok plays a task pod's outcome on the local cluster (hack/cluster/stages.yaml)
+OUTCOME = "test.appschedule.dev/outcome"
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
 import localcluster  # noqa: E402
+
+from .operator import LISTED, Operator, command  # noqa: E402
+from .wait import wait_for  # noqa: E402
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -60,11 +64,8 @@ class Kubectl:
         """Wait for a CRD's Established condition. Not `kubectl wait`: on a CRD created a moment ago, which has
         no conditions yet, it fails ("accessor error: <nil>") instead of waiting."""
         jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
-        deadline = time.monotonic() + timeout
-        while self("get", "crd", crd, "-o", jsonpath, check=False).stdout.strip() != "True":
-            if time.monotonic() > deadline:
-                raise AssertionError(f"CRD {crd} not Established after {timeout:.0f}s")
-            time.sleep(0.25)
+        wait_for(lambda: self("get", "crd", crd, "-o", jsonpath, check=False).stdout.strip() == "True",
+                 timeout=timeout, what=f"CRD {crd} to be Established")  # fmt: skip
 
 
 class Helm:
@@ -159,7 +160,7 @@ class HostedOperator:
         self.workdir = workdir
         self.fullname = f"{release}-appschedule-operator"
         self.log = workdir / "operator.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.operator: Operator | None = None
         self.kubeconfig = workdir / "sa.kubeconfig"
 
     def _get(self, kind: str, name: str) -> dict[str, Any]:
@@ -202,18 +203,14 @@ class HostedOperator:
         }
         self.kubectl("apply", "-f", "-", input=json.dumps(endpoints))
 
-    def start(self, *, wait: Callable[..., Any]) -> None:
+    def start(self) -> None:
         self._write_certificate()
         args = self.args()
         port = int(next(a.split("=", 1)[1] for a in args if a.startswith("--webhook-port=")))
         self.route_webhooks_here(port)
         service_account_kubeconfig(self.kubectl, self.namespace, self.fullname, self.admin, self.kubeconfig)
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "appschedule", *args], stdout=out, stderr=subprocess.STDOUT, env=env
-            )
-        wait(lambda: "initial listing done" in self.text(), timeout=60, what="the chart's operator to list the world")
+        self.operator = Operator(args, log=self.log, kubeconfig=self.kubeconfig, name="the chart's operator")
+        self.operator.start_and_wait(ready=LISTED)
 
     def run_like_kubelet(self, job: str) -> str:
         """Play the kubelet for a Job of the chart whose pod waits unscheduled: run its container's
@@ -221,7 +218,7 @@ class HostedOperator:
         body = self._get("job", job)
         (container,) = body["spec"]["template"]["spec"]["containers"]
         out = subprocess.run(
-            [sys.executable, "-m", "appschedule", *container["args"]],
+            command(*container["args"]),
             capture_output=True,
             text=True,
             env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)),
@@ -244,22 +241,10 @@ class HostedOperator:
 
     def stop(self, sig: int = signal.SIGTERM) -> int | None:
         """Stop it as the kubelet would (SIGTERM); returns its exit status."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        return self.operator.stop(sig) if self.operator is not None else None
 
     def text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""
+        return self.operator.text() if self.operator is not None else ""
 
     def forbidden(self) -> list[str]:
         return [line for line in self.text().splitlines() if "Forbidden" in line or " 403" in line]
