@@ -294,12 +294,15 @@ def appschedule(i: int, *, every_minute: bool = False) -> Json:
         "spec": {
             "deploymentRef": {"name": "web"},
             "tasks": [
-                {"name": task_name(i, j), "schedule": "* * * * *" if every_minute else schedule(i, j),
-                 "command": ["task", str(j)]}
+                {
+                    "name": task_name(i, j),
+                    "schedule": "* * * * *" if every_minute else schedule(i, j),
+                    "command": ["task", str(j)],
+                }
                 for j in range(TASKS)
             ],
         },
-    }  # fmt: skip
+    }
 
 
 @dataclass(frozen=True)
@@ -709,8 +712,13 @@ class Proxy:
             if self.process.poll() is not None:
                 raise BenchError(f"the proxy exited with {self.process.returncode}: see {self.log}")
 
-        wait_for(lambda: port_open(self.port), timeout=30, what=f"the proxy to listen (its log: {self.log})",
-                 interval=0.05, guard=guard)  # fmt: skip
+        wait_for(
+            lambda: port_open(self.port),
+            timeout=30,
+            what=f"the proxy to listen (its log: {self.log})",
+            interval=0.05,
+            guard=guard,
+        )
         self.session = aiohttp.ClientSession()
 
     async def requests(self, since: float, until: float | None = None) -> list[Request]:
@@ -879,8 +887,9 @@ class Bench:
         return dict(operator_env(self.args), KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
 
     def start_operator(self, world: World) -> Process:
-        command = kit.command("run", "--log-format", "json", "--namespace", world.namespace,
-                              python=self.args.operator_python)  # fmt: skip
+        command = kit.command(
+            "run", "--log-format", "json", "--namespace", world.namespace, python=self.args.operator_python
+        )
         log = self.state / f"bench-operator-{self.args.label}.log"
         world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
         return world.operator
@@ -1356,11 +1365,15 @@ class Bench:
             targets = {"key webhook": 0.1, "validation": 0.5, "liveness": 0.1, "no webhook": 0.1}
             figures: Json = {"webhook_calls_as_the_api_server_timed_them": calls}
             for hook, share in calls.items():
-                self.report(f"admission N={n:<5} {hook}: {share['calls']} calls while planning as the API server "
-                            f"timed them: {share['within_0.1s']:.1%} within 100 ms, {share['within_0.5s']:.1%} "
-                            f"within 500 ms, p99 at most {seconds(share['p99_at_most'])}")  # fmt: skip
-            failed = {when: {what: len(values) for what, values in found.items() if what.endswith(" failed")}
-                      for when, found in (("while planning", busy), ("idle", samples))}  # fmt: skip
+                self.report(
+                    f"admission N={n:<5} {hook}: {share['calls']} calls while planning as the API server "
+                    f"timed them: {share['within_0.1s']:.1%} within 100 ms, {share['within_0.5s']:.1%} "
+                    f"within 500 ms, p99 at most {seconds(share['p99_at_most'])}"
+                )
+            failed = {
+                when: {what: len(values) for what, values in found.items() if what.endswith(" failed")}
+                for when, found in (("while planning", busy), ("idle", samples))
+            }
             figures["failed"] = failed
             if any(failed.values()):
                 self.report(f"admission N={n:<5} FAILED probes (not in the figures): {failed}")
@@ -1370,8 +1383,15 @@ class Bench:
                 base = samples[what]
                 p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
                 b50, b99 = percentile(base, 0.5), percentile(base, 0.99)
-                figures[what] = {"count": len(values), "p50": p50, "p99": p99, "idle_p50": b50, "idle_p99": b99,
-                                 "target_p99": targets[what], "slowest": sorted(values)[-5:]}  # fmt: skip
+                figures[what] = {
+                    "count": len(values),
+                    "p50": p50,
+                    "p99": p99,
+                    "idle_p50": b50,
+                    "idle_p99": b99,
+                    "target_p99": targets[what],
+                    "slowest": sorted(values)[-5:],
+                }
                 self.report(
                     f"admission N={n:<5} {what:11} while planning: p50 {seconds(p50)} p99 {seconds(p99)} "
                     f"({len(values)} requests)   idle p50 {seconds(b50)} p99 {seconds(b99)}   ratio {ratio(p99, b99)}"
@@ -1392,8 +1412,14 @@ class Bench:
             async with self.api.session.get(f"http://127.0.0.1:{port}/healthz") as response:
                 return response.status == 200
 
-        await until(answers, timeout=self.deadline() - now(), what="the liveness endpoint to answer 200",
-                    interval=0.1, ignore=(aiohttp.ClientError,), guard=world.operator.guard)  # fmt: skip
+        await until(
+            answers,
+            timeout=self.deadline() - now(),
+            what="the liveness endpoint to answer 200",
+            interval=0.1,
+            ignore=(aiohttp.ClientError,),
+            guard=world.operator.guard,
+        )
 
     async def webhook_calls(self) -> dict[str, dict[float, float]]:
         """apiserver_admission_webhook_admission_duration_seconds of our webhooks: cumulative buckets by name."""
@@ -1425,8 +1451,13 @@ class Bench:
         log = self.state / f"bench-operator-{self.args.label}-{what}.log"
         world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
         configured = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
-        await until(lambda: self.api.call("GET", configured, allow=404), timeout=self.deadline() - now(),
-                    what="the webhook configuration", interval=0.2, guard=world.operator.guard)  # fmt: skip
+        await until(
+            lambda: self.api.call("GET", configured, allow=404),
+            timeout=self.deadline() - now(),
+            what="the webhook configuration",
+            interval=0.2,
+            guard=world.operator.guard,
+        )
         return world.operator
 
     async def drop_webhooks(self) -> None:
@@ -1438,12 +1469,16 @@ class Bench:
     async def _probe(self, world: World, samples: dict[str, list[float]], live: int, stop: asyncio.Event) -> None:
         """A Job and the liveness probe 4 times a second, an AppSchedule twice a second, until ``stop``."""
         namespace = world.namespace
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"generateName": "probe-", "namespace": namespace,
-                            "labels": {"appschedule.dev/appschedule": asched_name(0),
-                                       "appschedule.dev/task": task_name(0, 0)}},
-               "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                              "containers": [{"name": "app", "image": IMAGE}]}}}}  # fmt: skip
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "generateName": "probe-",
+                "namespace": namespace,
+                "labels": {"appschedule.dev/appschedule": asched_name(0), "appschedule.dev/task": task_name(0, 0)},
+            },
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "app", "image": IMAGE}]}}},
+        }
         probe = appschedule(n_probe := world.size + 1)
         probe["metadata"]["name"] = asched_name(n_probe)
         url = f"http://127.0.0.1:{live}/healthz"
@@ -1503,10 +1538,17 @@ class Bench:
         """N AppSchedules x 3 tasks firing every minute, with the webhooks on: the operator's cost per run."""
         what = f"fires-{n}"
         world = await self.world(n, what, every_minute=True)
-        jobs: Informer[JobView] = Informer(self.api, f"/apis/batch/v1/namespaces/{world.namespace}/jobs", self.pulse,
-                                           key=name_key, project=job_view, selector=LABEL_TASK)  # fmt: skip
-        filed: Informer[frozenset[str]] = Informer(self.api, appschedules(world.namespace), self.pulse,
-                                                   key=name_key, project=finished_jobs)  # fmt: skip
+        jobs: Informer[JobView] = Informer(
+            self.api,
+            f"/apis/batch/v1/namespaces/{world.namespace}/jobs",
+            self.pulse,
+            key=name_key,
+            project=job_view,
+            selector=LABEL_TASK,
+        )
+        filed: Informer[frozenset[str]] = Informer(
+            self.api, appschedules(world.namespace), self.pulse, key=name_key, project=finished_jobs
+        )
         completed: dict[str, float] = {}  # Job name -> when the benchmark's watch saw it finished
         shown: dict[str, float] = {}  # Job name -> when the AppSchedule's status first listed it finished
 
@@ -1537,8 +1579,9 @@ class Bench:
             requests = await self.proxy.requests(start, end)
             runs = [name for name, t in completed.items() if start <= t <= end]
             settle = end + 30  # the runs that finished at the end of the window get as long as any to show
-            await self.pulse.until(lambda: all(name in shown for name in runs) or now() > settle, settle + 5,
-                                   "the status of every run")  # fmt: skip
+            await self.pulse.until(
+                lambda: all(name in shown for name in runs) or now() > settle, settle + 5, "the status of every run"
+            )
             latencies = sorted(max(0.0, shown[name] - completed[name]) for name in runs if name in shown)
             unseen = sum(name not in shown for name in runs)
             ours = sum(r.write and r.resource in FLOOR_RESOURCES for r in requests)
@@ -1666,8 +1709,12 @@ def webhook_call_shares(
         if total <= 0:
             continue
         p99 = min((le for le, count in delta.items() if count >= 0.99 * total), default=math.inf)
-        shares[name] = {"calls": int(total), "within_0.1s": delta.get(0.1, 0.0) / total,
-                        "within_0.5s": delta.get(0.5, 0.0) / total, "p99_at_most": p99}  # fmt: skip
+        shares[name] = {
+            "calls": int(total),
+            "within_0.1s": delta.get(0.1, 0.0) / total,
+            "within_0.5s": delta.get(0.5, 0.0) / total,
+            "p99_at_most": p99,
+        }
     return shares
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
 from appschedule.core import keys, naming, schedule
+from appschedule.core.keys import rfc3339 as stamp
 from appschedule.core.ledger import TaskConfig, advance
 from appschedule.core.reconcile import plan
 from appschedule.core.render import render
@@ -46,12 +47,10 @@ def bench_count() -> None:
         assert schedule.count_fires(minutely, a, b) == sum(1 for _ in schedule.fires_between(minutely, a, b))
         naive = best(partial(enumerate_fires, minutely, a, b), 1)
         fast = best(partial(schedule.count_fires, minutely, a, b), 3)
-        print(f"count a week of * * * * * from {start} in {zone:13}  enumerate {naive * 1000:8.1f} ms   "
-              f"count_fires {fast * 1000:7.2f} ms   ratio {naive / fast:6.1f}x")  # fmt: skip
-
-
-def stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        print(
+            f"count a week of * * * * * from {start} in {zone:13}  enumerate {naive * 1000:8.1f} ms   "
+            f"count_fires {fast * 1000:7.2f} ms   ratio {naive / fast:6.1f}x"
+        )
 
 
 def ledger_step(zone: str, day: datetime) -> float:
@@ -62,14 +61,29 @@ def ledger_step(zone: str, day: datetime) -> float:
     jobs = []
     for fire in schedule.fires_between(config.schedule, now - timedelta(hours=3), now - timedelta(seconds=30)):
         created = fire + timedelta(seconds=1)
-        jobs.append(JobView(
-            namespace="shop", name=f"shop-report-{int(fire.timestamp()) // 60}", uid=str(fire), resource_version="1",
-            appschedule="shop", task="report", created=stamp(created),
-            annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(fire),
-                         naming.ANNOTATION_IDEMPOTENCY_KEY: keys.key_of("report", fire)},
-            finalizer=True, deleting=False, active=0, succeeded=1, failed=0, outcome="Complete", reason=None,
-            finish_time=stamp(created + timedelta(seconds=5)),
-        ))  # fmt: skip
+        jobs.append(
+            JobView(
+                namespace="shop",
+                name=f"shop-report-{int(fire.timestamp()) // 60}",
+                uid=str(fire),
+                resource_version="1",
+                appschedule="shop",
+                task="report",
+                created=stamp(created),
+                annotations={
+                    naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(fire),
+                    naming.ANNOTATION_IDEMPOTENCY_KEY: keys.key_of("report", fire),
+                },
+                finalizer=True,
+                deleting=False,
+                active=0,
+                succeeded=1,
+                failed=0,
+                outcome="Complete",
+                reason=None,
+                finish_time=stamp(created + timedelta(seconds=5)),
+            )
+        )
     progress = advance(None, config, [], now - timedelta(hours=3, seconds=30)).status
     progress = advance(progress, config, jobs[: len(jobs) // 2], now - timedelta(hours=1, minutes=30)).status
     return best(partial(advance, progress, config, jobs, now), 3)
@@ -80,19 +94,39 @@ def bench_ledger() -> None:
         day = datetime.fromisoformat(dst_day).replace(tzinfo=UTC)
         ordinary = ledger_step(zone, day - timedelta(days=1))
         changing = ledger_step(zone, day)
-        print(f"ledger step of * * * * * in {zone:16}  day before {ordinary * 1000:7.2f} ms   "
-              f"{dst_day} {changing * 1000:7.2f} ms   ratio {changing / ordinary:5.2f}x")  # fmt: skip
+        print(
+            f"ledger step of * * * * * in {zone:16}  day before {ordinary * 1000:7.2f} ms   "
+            f"{dst_day} {changing * 1000:7.2f} ms   ratio {changing / ordinary:5.2f}x"
+        )
 
 
 def bench_plan() -> None:
-    deployment = {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"template": {"spec": {"containers": [
-        {"name": "app", "image": "registry.example.com/web:1", "env": [{"name": "A", "value": "1"}]}]}}}}  # fmt: skip
+    deployment = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "app", "image": "registry.example.com/web:1", "env": [{"name": "A", "value": "1"}]}
+                    ]
+                }
+            }
+        },
+    }
     appschedule = {
-        "metadata": {"name": "shop", "namespace": "shop", "uid": "u", "generation": 1,
-                     "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"deploymentRef": {"name": "web"}, "timeZone": "Europe/Berlin",
-                 "tasks": [{"name": f"task-{i}", "schedule": f"{i} 3 * * *", "command": ["run"]} for i in range(50)]},
-    }  # fmt: skip
+        "metadata": {
+            "name": "shop",
+            "namespace": "shop",
+            "uid": "u",
+            "generation": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "deploymentRef": {"name": "web"},
+            "timeZone": "Europe/Berlin",
+            "tasks": [{"name": f"task-{i}", "schedule": f"{i} 3 * * *", "command": ["run"]} for i in range(50)],
+        },
+    }
     now = datetime(2026, 3, 27, 12, tzinfo=UTC)
     first = plan(world_of(appschedule, deployment), now)
     cronjobs = [dict(m, metadata={**m["metadata"], "uid": m["metadata"]["name"]}) for m in first.apply]
@@ -101,8 +135,10 @@ def bench_plan() -> None:
     assert not plan(world, now).apply
     rendering = best(lambda: render(settled, deployment), 5)
     noop = best(lambda: plan(world, now), 5)
-    print(f"50-task AppSchedule   render {rendering * 1000:7.2f} ms   no-op plan {noop * 1000:7.2f} ms   "
-          f"ratio {noop / rendering:5.2f}x of rendering")  # fmt: skip
+    print(
+        f"50-task AppSchedule   render {rendering * 1000:7.2f} ms   no-op plan {noop * 1000:7.2f} ms   "
+        f"ratio {noop / rendering:5.2f}x of rendering"
+    )
 
 
 if __name__ == "__main__":

@@ -83,11 +83,13 @@ OPERATOR_CONFIG = Config(
     workdir="/tmp",
     labels=(
         ("org.opencontainers.image.title", "appschedule-operator"),
-        ("org.opencontainers.image.description",
-         "An app's scheduled tasks as CronJobs, every run keyed, missed and doubled runs reported"),
+        (
+            "org.opencontainers.image.description",
+            "An app's scheduled tasks as CronJobs, every run keyed, missed and doubled runs reported",
+        ),
         ("org.opencontainers.image.licenses", "Apache-2.0"),
     ),
-)  # fmt: skip
+)
 
 PAUSE_REF = "localhost/appschedule/pause:1"
 TESTAPP_REF = "localhost/appschedule/testapp:1"
@@ -162,8 +164,11 @@ def write_archive(ref: str, layer: Path, config: Config, out: Path) -> None:
             "io.containerd.image.name": ref,
             "org.opencontainers.image.ref.name": ref.rpartition(":")[2],
         }
-        index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-                 "manifests": [manifest_desc]}  # fmt: skip
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [manifest_desc],
+        }
         (root / "index.json").write_text(json.dumps(index, sort_keys=True))
         (root / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))
         partial = out.with_name(f".{out.name}.partial")
@@ -285,8 +290,9 @@ def operator(*, build: bool = True) -> Path:
                 )
             wheels = src / "wheels"
             pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
-            subprocess.run([*pip, "--constraint", str(src / "image.lock"), "--wheel-dir", str(wheels), str(src)],
-                           check=True)  # fmt: skip
+            subprocess.run(
+                [*pip, "--constraint", str(src / "image.lock"), "--wheel-dir", str(wheels), str(src)], check=True
+            )
             (src / "check_lock.py").write_text(CHECK_LOCK)
             hooks = [
                 f'cp -a {src} "$1/src"',
@@ -303,9 +309,18 @@ def operator(*, build: bool = True) -> Path:
             ]
             layer = Path(tmp) / "rootfs.tar"
             slim = [f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("doc", "man", "locale", "info")]
-            command = ["mmdebstrap", "--quiet", "--mode=root", "--variant=minbase", "--format=tar", *slim,
-                       "--include=python3,python3-venv,ca-certificates",
-                       *[f"--customize-hook={hook}" for hook in hooks], SUITE, str(layer)]  # fmt: skip
+            command = [
+                "mmdebstrap",
+                "--quiet",
+                "--mode=root",
+                "--variant=minbase",
+                "--format=tar",
+                *slim,
+                "--include=python3,python3-venv,ca-certificates",
+                *[f"--customize-hook={hook}" for hook in hooks],
+                SUITE,
+                str(layer),
+            ]
             subprocess.run(command, check=True)
             write_archive(operator_ref(), layer, OPERATOR_CONFIG, out)
 

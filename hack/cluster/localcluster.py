@@ -282,8 +282,15 @@ def binary(name: str) -> str:
 # Certificates and configuration
 
 
-SERVER_NAMES = ("127.0.0.1", "10.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local")  # fmt: skip
+SERVER_NAMES = (
+    "127.0.0.1",
+    "10.0.0.1",
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
 PKI_VALIDITY_DAYS = 3650
 
 

@@ -52,8 +52,11 @@ COREDNS_RBAC = {
             "kind": "ClusterRole",
             "metadata": {"name": COREDNS_USER},
             "rules": [
-                {"apiGroups": [""], "resources": ["services", "endpoints", "pods", "namespaces"],
-                 "verbs": ["list", "watch"]},
+                {
+                    "apiGroups": [""],
+                    "resources": ["services", "endpoints", "pods", "namespaces"],
+                    "verbs": ["list", "watch"],
+                },
                 {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
             ],
         },
@@ -65,7 +68,7 @@ COREDNS_RBAC = {
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": COREDNS_USER}],
         },
     ],
-}  # fmt: skip
+}
 
 PACKAGES = {  # what must exist -> the Debian package that provides it
     "/usr/bin/containerd": "containerd",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core import models, naming, render, schedule
+from .core import keys, models, naming, render, schedule
 
 if TYPE_CHECKING:
     from .shell import webhook_server
@@ -112,7 +112,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         print(f"{task.name} ({task.schedule}, {zone}):")
         for fire in schedule.fires_after(task_schedule, after, args.count):
             local = fire.astimezone(task_schedule.zone)
-            print(f"  {fire.strftime('%Y-%m-%dT%H:%M:%SZ')}  {local.isoformat()} {zone}")
+            print(f"  {keys.rfc3339(fire)}  {local.isoformat()} {zone}")
     return status
 
 
@@ -147,15 +147,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--webhooks: choose from {', '.join(admission.WEBHOOK_IDS)}")
     if args.webhook_service and "/" not in args.webhook_service:
         raise UserError("--webhook-service must be <namespace>/<name>")
-    handlers.OPTIONS = controller.Options(
-        resync_seconds=args.resync_seconds, workers=args.workers, full_resync_every=args.full_resync_every,
-        metrics_port=args.metrics_port, scanning=not args.no_scanning,
-    )  # fmt: skip
+    launch = handlers.Launch(
+        controller.Options(
+            resync_seconds=args.resync_seconds,
+            workers=args.workers,
+            full_resync_every=args.full_resync_every,
+            metrics_port=args.metrics_port,
+            scanning=not args.no_scanning,
+        )
+    )
     name_without_passwd_entry()
     front = _front(args, frozenset(kinds))
     if front is not None:  # forked now, before kopf starts a thread
         heartbeat = webhook_server.Heartbeat()
-        handlers.FRONT = (webhook_server.start(front, heartbeat), heartbeat)
+        launch.front = (webhook_server.start(front, heartbeat), heartbeat)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(
@@ -164,9 +169,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 priority=args.priority,
                 clusterwide=not args.namespace,
                 namespaces=args.namespace or (),
+                memo=kopf.Memo(launch=launch),
             )
         )
-    return 1 if handlers.FRONT_LOST else 0
+    return 1 if launch.front_lost else 0
 
 
 def _front(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.Front | None:
@@ -197,17 +203,20 @@ def _front(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.Fr
                 hosts = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}"]
             files = certs.generate(Path(tempfile.mkdtemp(prefix="appschedule-webhook-")), hosts)
     client = webhook_server.client_config(files, args.webhook_port or 0, args.webhook_host, args.webhook_service)
-    return webhook_server.Front(kinds=kinds if args.webhook_port else frozenset(), port=args.webhook_port,
-                           addr=args.webhook_addr, files=files, client=client,
-                           config_name=(args.webhook_config_name or None) if args.webhook_port else None,
-                           liveness=liveness)  # fmt: skip
+    return webhook_server.Front(
+        kinds=kinds if args.webhook_port else frozenset(),
+        port=args.webhook_port,
+        addr=args.webhook_addr,
+        files=files,
+        client=client,
+        config_name=(args.webhook_config_name or None) if args.webhook_port else None,
+        liveness=liveness,
+    )
 
 
 def cmd_key(args: argparse.Namespace) -> int:
     """The run's idempotency key inside its container, from its environment (keys.from_environment)."""
     import os
-
-    from .core import keys
 
     env = dict(os.environ)
     try:
@@ -237,36 +246,63 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the operator against the current kubeconfig or in-cluster config")
     run.add_argument("-n", "--namespace", action="append", help="watch only this namespace (repeatable); default all")
-    run.add_argument("--resync-seconds", type=float, default=60.0,
-                     help="re-plan from memory this often (no request when nothing changed)")  # fmt: skip
-    run.add_argument("--full-resync-every", type=int, default=10,
-                     help="resync periods between two re-plans of every AppSchedule (between them only those "
-                     "whose next run time passed are re-planned; default 10)")  # fmt: skip
+    run.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=60.0,
+        help="re-plan from memory this often (no request when nothing changed)",
+    )
+    run.add_argument(
+        "--full-resync-every",
+        type=int,
+        default=10,
+        help="resync periods between two re-plans of every AppSchedule (between them only those "
+        "whose next run time passed are re-planned; default 10)",
+    )
     run.add_argument("--workers", type=int, default=4, help="AppSchedules reconciled at once (default 4)")
     run.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--peering", help="kopf peering object: several replicas, one active (default: standalone)")
     run.add_argument("--priority", type=int, default=0, help="peering priority; give each replica its own")
     run.add_argument("--log-format", choices=["json", "plain", "full"], default="json", help="default json")
-    run.add_argument("--webhook-port", type=int, help="serve the admission webhooks (key injection on Jobs, "
-                     "validation of AppSchedules) on this port; default: no webhooks")  # fmt: skip
+    run.add_argument(
+        "--webhook-port",
+        type=int,
+        help="serve the admission webhooks (key injection on Jobs, "
+        "validation of AppSchedules) on this port; default: no webhooks",
+    )
     run.add_argument("--webhook-addr", default="0.0.0.0", help="address the webhook server listens on")
-    run.add_argument("--webhook-host", default="127.0.0.1",
-                     help="host the API server calls the webhooks at (https://HOST:PORT), "
-                     "when no --webhook-service")  # fmt: skip
-    run.add_argument("--webhook-service", help="<namespace>/<name> of the Service the API server calls the "
-                     "webhooks through (port 443), in a cluster")  # fmt: skip
-    run.add_argument("--webhook-cert-dir", help="directory with tls.crt, tls.key and ca.crt (e.g. from "
-                     "cert-manager); default: the operator makes a CA and certificate at start")  # fmt: skip
-    run.add_argument("--webhooks", default="keys,validation",
-                     help="which webhooks to serve: keys (on Jobs), validation (of AppSchedules); "
-                     "default both")  # fmt: skip
-    run.add_argument("--webhook-config-name", default="appschedule-operator.appschedule.dev",
-                     help="name of the Mutating/ValidatingWebhookConfiguration the operator keeps (a domain: "
-                     "its webhooks are named <id>.<this>); empty: they are installed by someone else (the Helm "
-                     "chart), and the operator only serves them at /key-jobs and /check-appschedules")  # fmt: skip
-    run.add_argument("--no-scanning", action="store_true",
-                     help="do not watch CRDs and namespaces for changes (so no cluster-wide read of them is needed; "
-                     "the AppSchedule CRD must exist when the operator starts)")  # fmt: skip
+    run.add_argument(
+        "--webhook-host",
+        default="127.0.0.1",
+        help="host the API server calls the webhooks at (https://HOST:PORT), when no --webhook-service",
+    )
+    run.add_argument(
+        "--webhook-service",
+        help="<namespace>/<name> of the Service the API server calls the webhooks through (port 443), in a cluster",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        help="directory with tls.crt, tls.key and ca.crt (e.g. from "
+        "cert-manager); default: the operator makes a CA and certificate at start",
+    )
+    run.add_argument(
+        "--webhooks",
+        default="keys,validation",
+        help="which webhooks to serve: keys (on Jobs), validation (of AppSchedules); default both",
+    )
+    run.add_argument(
+        "--webhook-config-name",
+        default="appschedule-operator.appschedule.dev",
+        help="name of the Mutating/ValidatingWebhookConfiguration the operator keeps (a domain: "
+        "its webhooks are named <id>.<this>); empty: they are installed by someone else (the Helm "
+        "chart), and the operator only serves them at /key-jobs and /check-appschedules",
+    )
+    run.add_argument(
+        "--no-scanning",
+        action="store_true",
+        help="do not watch CRDs and namespaces for changes (so no cluster-wide read of them is needed; "
+        "the AppSchedule CRD must exist when the operator starts)",
+    )
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port; default: none")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.set_defaults(func=cmd_run)
@@ -286,13 +322,19 @@ def build_parser() -> argparse.ArgumentParser:
     nxt.add_argument("--after", help="RFC 3339 time to start from (default: now)")
     nxt.set_defaults(func=cmd_next)
 
-    key = commands.add_parser("key", help="print this run's idempotency key, inside a task's container "
-                              "(from APPSCHEDULE_* variables; for when the webhook did not set it)")  # fmt: skip
+    key = commands.add_parser(
+        "key",
+        help="print this run's idempotency key, inside a task's container "
+        "(from APPSCHEDULE_* variables; for when the webhook did not set it)",
+    )
     key.add_argument("--time", action="store_true", help="print the scheduled time instead of the key")
     key.set_defaults(func=cmd_key)
 
-    release = commands.add_parser("release-jobs", help="remove the ledger's finalizer from every task Job "
-                                  "(for uninstalling: the chart's pre-delete hook runs it)")  # fmt: skip
+    release = commands.add_parser(
+        "release-jobs",
+        help="remove the ledger's finalizer from every task Job "
+        "(for uninstalling: the chart's pre-delete hook runs it)",
+    )
     release.add_argument("-n", "--namespace", action="append", help="only this namespace (repeatable; default: all)")
     release.set_defaults(func=cmd_release_jobs)
     return parser

@@ -44,8 +44,12 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
             repository, _, tag = target.image.rpartition(":")
             values["image"] = {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}
         else:  # no node can run the image: its pod waits, and the operator runs here (see conftest)
-            values |= {"nodeSelector": {"appschedule.dev/test": "no-such-node"}, "webhook": {"port": 36401},
-                       "metrics": {"port": 36402}, "liveness": {"port": 36403}}  # fmt: skip
+            values |= {
+                "nodeSelector": {"appschedule.dev/test": "no-such-node"},
+                "webhook": {"port": 36401},
+                "metrics": {"port": 36402},
+                "liveness": {"port": 36403},
+            }
         crd = kubectl("get", "crd", "appschedules.appschedule.dev", "-o", "json", check=False)
         if crd.returncode == 0:
             # installed before by kubectl (or by another release): adopt it, as the README says
@@ -65,24 +69,36 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
             pod["volumes"] = [{"name": "claims", "hostPath": {"path": str(claims), "type": "Directory"}}]
             command = ["sh", "-c", CLAIM]
         deployment = {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": app},
-            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod}},
-        }  # fmt: skip
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": app},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod},
+            },
+        }
         schedule = {
-            "apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
+            "apiVersion": "appschedule.dev/v1alpha1",
+            "kind": "AppSchedule",
             "metadata": {"name": "shop", "namespace": app},
-            "spec": {"deploymentRef": {"name": "web"}, "timeZone": "UTC", "tasks": [
-                {"name": "print-key", "schedule": "* * * * *", "command": command}]},
-        }  # fmt: skip
+            "spec": {
+                "deploymentRef": {"name": "web"},
+                "timeZone": "UTC",
+                "tasks": [{"name": "print-key", "schedule": "* * * * *", "command": command}],
+            },
+        }
         kubectl("apply", "-f", "-", input=json.dumps(deployment))
         kubectl("apply", "-f", "-", input=json.dumps(schedule))
         if not target.image:
             operator = HostedOperator(kubectl, target.kubeconfig, RELEASE, ops, tmp_path)
             operator.start()
 
-        wait_for(lambda: kubectl("get", "cronjob", "shop-print-key", "-n", app, check=False).returncode == 0,
-                 timeout=60, what="the task's CronJob")  # fmt: skip
+        wait_for(
+            lambda: kubectl("get", "cronjob", "shop-print-key", "-n", app, check=False).returncode == 0,
+            timeout=60,
+            what="the task's CronJob",
+        )
 
         def succeeded() -> dict[str, Any] | None:
             status = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout).get("status")
@@ -103,8 +119,10 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
 
             def finished() -> bool:
                 got = json.loads(kubectl("get", "job", name, "-n", app, "-o", "json").stdout)
-                return any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
-                           for c in got.get("status", {}).get("conditions") or [])  # fmt: skip
+                return any(
+                    c["type"] in ("Complete", "Failed") and c["status"] == "True"
+                    for c in got.get("status", {}).get("conditions") or []
+                )
 
             wait_for(finished, timeout=90, what="the second Job of the same scheduled time")
             assert kubectl("logs", f"job/{name}", "-n", app).stdout.strip() == last["key"]
@@ -122,8 +140,16 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
 
         # uninstall: the pre-delete hook releases the Jobs; nothing of the release stays but the kept CRD
         manifest = helm("get", "manifest", RELEASE, "-n", ops).stdout
-        command = [helm.binary, f"--kubeconfig={helm.kubeconfig}", "uninstall", RELEASE, "-n", ops, "--wait",
-                   "--timeout=180s"]  # fmt: skip
+        command = [
+            helm.binary,
+            f"--kubeconfig={helm.kubeconfig}",
+            "uninstall",
+            RELEASE,
+            "-n",
+            ops,
+            "--wait",
+            "--timeout=180s",
+        ]
         uninstall = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if operator:  # the hook's pod waits for a node: its work is done here
             hook = f"{operator.fullname}-release-jobs"
@@ -159,11 +185,13 @@ def _duplicate_of(job: dict[str, Any]) -> dict[str, Any]:
     template["metadata"]["labels"] = {k: v for k, v in template["metadata"]["labels"].items() if k not in generated}
     spec = {k: v for k, v in job["spec"].items() if k not in ("selector", "template", "manualSelector")}
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {
-            "name": f"{meta['name'][:50]}-again", "namespace": meta["namespace"],
+            "name": f"{meta['name'][:50]}-again",
+            "namespace": meta["namespace"],
             "labels": {k: v for k, v in meta["labels"].items() if k not in generated},
             "annotations": {when: meta["annotations"][when]},
         },
         "spec": {**spec, "template": template},
-    }  # fmt: skip
+    }

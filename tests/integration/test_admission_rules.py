@@ -56,9 +56,12 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
 
 def appschedule(extra: dict[str, Any]) -> dict[str, Any]:
     task = {"name": "t", "schedule": "*/5 * * * *", "command": ["true"], **extra}
-    return {"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
-            "metadata": {"name": "shop", "namespace": "x", "uid": "u"},
-            "spec": {"deploymentRef": {"name": "web"}, "tasks": [task]}}  # fmt: skip
+    return {
+        "apiVersion": "appschedule.dev/v1alpha1",
+        "kind": "AppSchedule",
+        "metadata": {"name": "shop", "namespace": "x", "uid": "u"},
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": [task]},
+    }
 
 
 def cronjob_with(extra: dict[str, Any]) -> dict[str, Any]:

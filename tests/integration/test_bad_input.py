@@ -37,9 +37,12 @@ def cases(namespace: str) -> list[tuple[dict[str, Any], str]]:
 
 
 def _appschedule(namespace: str, name: str, tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"deploymentRef": {"name": "web"}, "tasks": tasks}}  # fmt: skip
+    return {
+        "apiVersion": "appschedule.dev/v1alpha1",
+        "kind": "AppSchedule",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": tasks},
+    }
 
 
 @pytest.fixture
@@ -62,10 +65,15 @@ def test_bad_appschedules_written_while_the_webhook_is_down_are_reported(
 ) -> None:
     world = World(api, namespace)
     world.deployment()
-    good = {"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
-            "metadata": {"name": "good", "namespace": namespace},
-            "spec": {"deploymentRef": {"name": "web"}, "tasks": [{"name": "report", "schedule": "0 17 * * 5",
-                                                                  "command": ["node", "report.js"]}]}}  # fmt: skip
+    good = {
+        "apiVersion": "appschedule.dev/v1alpha1",
+        "kind": "AppSchedule",
+        "metadata": {"name": "good", "namespace": namespace},
+        "spec": {
+            "deploymentRef": {"name": "web"},
+            "tasks": [{"name": "report", "schedule": "0 17 * * 5", "command": ["node", "report.js"]}],
+        },
+    }
     kubectl("create", "-f", "-", input=json.dumps(good))
     ready = wait_for(lambda: _ready(kubectl, namespace, "good"), timeout=30, what="the neighbour Ready")
     assert ready["status"] == "True"

@@ -88,8 +88,12 @@ def namespaces(kubectl: Kubectl, helm: Helm) -> Iterator[list[str]]:
     for name in made:
         for release in helm("list", "-n", name, "-q", check=False).stdout.split():
             helm("uninstall", release, "-n", name, "--no-hooks", check=False)
-        subprocess.run([sys.executable, "-m", "appschedule", "release-jobs", "-n", name], capture_output=True,
-                       env=dict(os.environ, KUBECONFIG=str(kubectl.kubeconfig)), check=False)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "appschedule", "release-jobs", "-n", name],
+            capture_output=True,
+            env=dict(os.environ, KUBECONFIG=str(kubectl.kubeconfig)),
+            check=False,
+        )
         kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
@@ -483,8 +487,16 @@ def _webhook_tls(kubectl: Kubectl, namespace: str, fullname: str) -> tuple[str, 
 
 def _uninstall(helm: Helm, kubectl: Kubectl, operator: HostedOperator) -> str:
     """helm uninstall, its pre-delete hook played here (its pod waits for a node); returns the hook's output."""
-    command = [helm.binary, f"--kubeconfig={helm.kubeconfig}", "uninstall", operator.release, "-n", operator.namespace,
-               "--wait", "--timeout=120s"]  # fmt: skip
+    command = [
+        helm.binary,
+        f"--kubeconfig={helm.kubeconfig}",
+        "uninstall",
+        operator.release,
+        "-n",
+        operator.namespace,
+        "--wait",
+        "--timeout=120s",
+    ]
     uninstall = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     hook = f"{operator.fullname}-release-jobs"
     try:

@@ -38,8 +38,20 @@ def test_valid_example_applies_and_lists_with_columns(crd: str, kubectl: Kubectl
     result = apply(kubectl, manifest(namespace))
     assert result.returncode == 0, result.stderr
     header = kubectl("get", "appschedules", "-n", namespace).stdout.splitlines()[0].split()
-    assert header == ["NAME", "DEPLOYMENT", "TASKS", "READY", "LAST", "RUN", "NEXT", "RUN", "MISSED", "DUPLICATES",
-                      "FAILED", "AGE"]  # fmt: skip
+    assert header == [
+        "NAME",
+        "DEPLOYMENT",
+        "TASKS",
+        "READY",
+        "LAST",
+        "RUN",
+        "NEXT",
+        "RUN",
+        "MISSED",
+        "DUPLICATES",
+        "FAILED",
+        "AGE",
+    ]
     assert "asched" in kubectl("api-resources", "--api-group=appschedule.dev").stdout
 
 
@@ -50,19 +62,34 @@ def test_valid_example_applies_and_lists_with_columns(crd: str, kubectl: Kubectl
         ({"tasks": "weekly"}, ["spec.tasks", "must be of type array"]),
         ({"suspend": "yes"}, ["spec.suspend", "must be of type boolean"]),
         ({"deploymentRef": {"container": "app"}}, ["spec.deploymentRef.name", "Required value"]),
-        ({"tasks": [{"name": "Weekly_Report", "schedule": "0 17 * * 5", "command": ["x"]}]},
-         ["spec.tasks[0].name", "should match"]),
-        ({"tasks": [{"name": "x" * 64, "schedule": "0 17 * * 5", "command": ["x"]}]},
-         ["spec.tasks[0].name", "may not be more than 63"]),
+        (
+            {"tasks": [{"name": "Weekly_Report", "schedule": "0 17 * * 5", "command": ["x"]}]},
+            ["spec.tasks[0].name", "should match"],
+        ),
+        (
+            {"tasks": [{"name": "x" * 64, "schedule": "0 17 * * 5", "command": ["x"]}]},
+            ["spec.tasks[0].name", "may not be more than 63"],
+        ),
         ({"tasks": [{"name": "a", "schedule": "0 17 * * 5", "command": []}]}, ["spec.tasks[0].command"]),
-        ({"tasks": [{"name": "a", "schedule": "0 * * * *", "command": ["x"], "backoffLimit": "2"}]},
-         ["spec.tasks[0].backoffLimit", "must be of type integer"]),
-        ({"tasks": [{"name": "a", "schedule": "0 * * * *", "command": ["x"], "concurrencyPolicy": "Never"}]},
-         ["spec.tasks[0].concurrencyPolicy", "Unsupported value"]),
-        ({"tasks": [{"name": "a", "schedule": "0 * * * *", "command": ["x"]},
-                    {"name": "a", "schedule": "5 * * * *", "command": ["y"]}]}, ["Duplicate value"]),
+        (
+            {"tasks": [{"name": "a", "schedule": "0 * * * *", "command": ["x"], "backoffLimit": "2"}]},
+            ["spec.tasks[0].backoffLimit", "must be of type integer"],
+        ),
+        (
+            {"tasks": [{"name": "a", "schedule": "0 * * * *", "command": ["x"], "concurrencyPolicy": "Never"}]},
+            ["spec.tasks[0].concurrencyPolicy", "Unsupported value"],
+        ),
+        (
+            {
+                "tasks": [
+                    {"name": "a", "schedule": "0 * * * *", "command": ["x"]},
+                    {"name": "a", "schedule": "5 * * * *", "command": ["y"]},
+                ]
+            },
+            ["Duplicate value"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_api_server_rejects_bad_objects(
     crd: str, kubectl: Kubectl, namespace: str, change: dict[str, Any], words: list[str]
 ) -> None:

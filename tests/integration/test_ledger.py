@@ -114,8 +114,11 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: World, kubectl: Ku
     assert healthy["status"] == "False" and "boom" in healthy["message"]
     # a suspended task's fire is settled (skipped) once the next fire has come: until then, a resume within the
     # starting deadline could still start it (the controller starts its most recent missed fire)
-    wait_for(lambda: counts(world, "shop", "paused").get("skipped", 0) >= 1,
-             timeout=max(40.0, boundary + 60 + 15 + 25 - time.time()), what="paused skipped")  # fmt: skip
+    wait_for(
+        lambda: counts(world, "shop", "paused").get("skipped", 0) >= 1,
+        timeout=max(40.0, boundary + 60 + 15 + 25 - time.time()),
+        what="paused skipped",
+    )
     assert "missed" not in counts(world, "shop", "paused")
     assert task_status(world, "shop", "ok")["lastRun"]["key"].startswith("ok@")
 
@@ -168,9 +171,18 @@ def webhook_only_operator(
     own, and reconciles an empty namespace; its configuration is removed when it stops."""
     name = f"test-{kind}-only.appschedule.dev"
     process = OperatorProcess(
-        cluster.kubeconfig, log, "--namespace", "no-such-namespace", "--webhook-port", str(port),
-        "--webhooks", kind, "--webhook-config-name", name, liveness_port=port + 1,
-    )  # fmt: skip
+        cluster.kubeconfig,
+        log,
+        "--namespace",
+        "no-such-namespace",
+        "--webhook-port",
+        str(port),
+        "--webhooks",
+        kind,
+        "--webhook-config-name",
+        name,
+        liveness_port=port + 1,
+    )
     process.start_and_wait()
     admission = client.AdmissionregistrationV1Api(api)
     mutating = kind == "keys"
@@ -215,8 +227,11 @@ def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_reco
     finally:
         operator.start_and_wait()
     wait_for(lambda: counts(world, "shop", "tick").get("succeeded", 0) >= 2, timeout=60, what="both runs recorded")
-    wait_for(lambda: all(not j["metadata"].get("deletionTimestamp") for j in jobs(world)), timeout=60,
-             what="the deleted Jobs let go and gone")  # fmt: skip
+    wait_for(
+        lambda: all(not j["metadata"].get("deletionTimestamp") for j in jobs(world)),
+        timeout=60,
+        what="the deleted Jobs let go and gone",
+    )
     assert "missed" not in counts(world, "shop", "tick")
 
 
@@ -241,15 +256,23 @@ def test_an_invalid_appschedule_is_refused_at_apply_naming_task_and_field(
     validating_operator: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
     manifest = {
-        "apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
+        "apiVersion": "appschedule.dev/v1alpha1",
+        "kind": "AppSchedule",
         "metadata": {"name": "bad", "namespace": namespace},
-        "spec": {"deploymentRef": {"name": "web"}, "tasks": [
-            {"name": "good", "schedule": "0 3 * * *", "command": ["x"]},
-            {"name": "typo", "schedule": "0 3 * * * 2026", "command": ["x"]},
-        ]},
-    }  # fmt: skip
-    refused = subprocess.run([kubectl.binary, f"--kubeconfig={kubectl.kubeconfig}", "apply", "-f", "-"],
-                             input=yaml.safe_dump(manifest), capture_output=True, text=True)  # fmt: skip
+        "spec": {
+            "deploymentRef": {"name": "web"},
+            "tasks": [
+                {"name": "good", "schedule": "0 3 * * *", "command": ["x"]},
+                {"name": "typo", "schedule": "0 3 * * * 2026", "command": ["x"]},
+            ],
+        },
+    }
+    refused = subprocess.run(
+        [kubectl.binary, f"--kubeconfig={kubectl.kubeconfig}", "apply", "-f", "-"],
+        input=yaml.safe_dump(manifest),
+        capture_output=True,
+        text=True,
+    )
     assert refused.returncode != 0
     assert "task 'typo' (spec.tasks[1].schedule)" in refused.stderr
     manifest["spec"]["tasks"].pop()  # type: ignore[index]
@@ -265,10 +288,13 @@ def test_a_controller_outage_across_two_fires_gives_misses_or_a_late_run(
     local = cluster.need_local()
     world.deployment()
     boundary = wait_for_boundary(margin=15)
-    world.appschedule("shop", [
-        task("short", "* * * * *", startingDeadlineSeconds=10),
-        task("long", "* * * * *", startingDeadlineSeconds=300, missedRunGraceSeconds=10),
-    ])  # fmt: skip
+    world.appschedule(
+        "shop",
+        [
+            task("short", "* * * * *", startingDeadlineSeconds=10),
+            task("long", "* * * * *", startingDeadlineSeconds=300, missedRunGraceSeconds=10),
+        ],
+    )
     wait_for(lambda: len(world.cronjobs()) == 2, timeout=30, what="2 CronJobs")
     wait_for(lambda: task_status(world, "shop", "long").get("trackingSince"), timeout=30, what="tracking")
     local.stop("kube-controller-manager")
@@ -277,8 +303,11 @@ def test_a_controller_outage_across_two_fires_gives_misses_or_a_late_run(
     finally:
         local.start("kube-controller-manager")
     wait_for(lambda: counts(world, "shop", "short").get("missed") == 2, timeout=60, what="2 missed of short")
-    wait_for(lambda: counts(world, "shop", "long") == {"runs": 1, "missed": 1, "late": 1, "succeeded": 1},
-             timeout=60, what="1 missed and 1 late run of long")  # fmt: skip
+    wait_for(
+        lambda: counts(world, "shop", "long") == {"runs": 1, "missed": 1, "late": 1, "succeeded": 1},
+        timeout=60,
+        what="1 missed and 1 late run of long",
+    )
     assert "runs" not in counts(world, "shop", "short")
     has_events(world, "MissedRun", "RunLate")
 
@@ -287,8 +316,10 @@ def test_release_jobs_lets_go_of_every_held_job(world: World, cluster: ClusterUn
     """What uninstalling runs: no Job stays behind the ledger's finalizer once the operator is gone."""
     labels = {"appschedule.dev/task": "orphan", "appschedule.dev/appschedule": "gone"}
     pod = {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x", "command": ["x"]}]}
-    body = {"metadata": {"name": "held", "labels": labels, "finalizers": [LEDGER_FINALIZER]},
-            "spec": {"template": {"spec": pod}}}  # fmt: skip
+    body = {
+        "metadata": {"name": "held", "labels": labels, "finalizers": [LEDGER_FINALIZER]},
+        "spec": {"template": {"spec": pod}},
+    }
     world.batch.create_namespaced_job(world.namespace, body)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     command = [sys.executable, "-m", "appschedule", "release-jobs", "-n", world.namespace]

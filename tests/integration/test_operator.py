@@ -134,8 +134,10 @@ def test_hand_edits_and_deletions_are_put_back(world: World) -> None:
     assert world.cronjobs()["shop-report"]["spec"]["suspend"] is False
     uid = world.cronjobs()["shop-report"]["metadata"]["uid"]
     world.batch.delete_namespaced_cron_job("shop-report", world.namespace)
-    until(lambda: world.cronjobs().get("shop-report", {}).get("metadata", {}).get("uid") not in (None, uid),
-          "the CronJob to be recreated")  # fmt: skip
+    until(
+        lambda: world.cronjobs().get("shop-report", {}).get("metadata", {}).get("uid") not in (None, uid),
+        "the CronJob to be recreated",
+    )
 
 
 def test_rollout_reaches_the_cronjobs_within_seconds(world: World) -> None:
@@ -145,15 +147,33 @@ def test_rollout_reaches_the_cronjobs_within_seconds(world: World) -> None:
     world.apps.patch_namespaced_deployment(
         "web",
         world.namespace,
-        {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example.com/shop/web:2.0",
-                                                        "env": [{"name": "FEATURE", "value": "on"}]}]}}}},
-    )  # fmt: skip
-    until(lambda: {image_of(c) for c in world.cronjobs().values()} == {"registry.example.com/shop/web:2.0"},
-          "the new image on every CronJob", timeout=10)  # fmt: skip
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "app",
+                                "image": "registry.example.com/shop/web:2.0",
+                                "env": [{"name": "FEATURE", "value": "on"}],
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    )
+    until(
+        lambda: {image_of(c) for c in world.cronjobs().values()} == {"registry.example.com/shop/web:2.0"},
+        "the new image on every CronJob",
+        timeout=10,
+    )
     env = world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "FEATURE", "value": "on"} in env
-    until(lambda: world.get("shop")["status"]["deployment"]["image"] == "registry.example.com/shop/web:2.0",
-          "the status image")  # fmt: skip
+    until(
+        lambda: world.get("shop")["status"]["deployment"]["image"] == "registry.example.com/shop/web:2.0",
+        "the status image",
+    )
 
 
 def test_missing_deployment_keeps_cronjobs_and_says_so(world: World) -> None:
@@ -162,8 +182,10 @@ def test_missing_deployment_keeps_cronjobs_and_says_so(world: World) -> None:
     until(lambda: world.condition("shop").get("status") == "True", "Ready=True")
     before = world.cronjobs()["shop-report"]["metadata"]["resourceVersion"]
     world.apps.delete_namespaced_deployment("web", world.namespace)
-    ready = until(lambda: world.condition("shop").get("reason") == "DeploymentNotFound" and world.condition("shop"),
-                  "DeploymentNotFound")  # fmt: skip
+    ready = until(
+        lambda: world.condition("shop").get("reason") == "DeploymentNotFound" and world.condition("shop"),
+        "DeploymentNotFound",
+    )
     assert ready["status"] == "False"
     assert "'web' not found" in ready["message"]
     assert world.cronjobs()["shop-report"]["metadata"]["resourceVersion"] == before  # left as it was
@@ -177,8 +199,9 @@ def test_invalid_task_is_named_and_the_others_reconcile(world: World) -> None:
     world.deployment()
     world.appschedule("shop", [task("report"), task("broken", "0 17 * * 7"), task("sync", "0 * * * *")])
     until(lambda: set(world.cronjobs()) == {"shop-report", "shop-sync"}, "the two valid CronJobs")
-    ready = until(lambda: world.condition("shop").get("reason") == "InvalidSpec" and world.condition("shop"),
-                  "InvalidSpec")  # fmt: skip
+    ready = until(
+        lambda: world.condition("shop").get("reason") == "InvalidSpec" and world.condition("shop"), "InvalidSpec"
+    )
     assert ready["status"] == "False"
     assert "task 'broken' (spec.tasks[1].schedule)" in ready["message"]
     event = until(lambda: next((e for e in world.events("shop") if e["reason"] == "InvalidSpec"), None), "the Event")
@@ -209,8 +232,10 @@ def test_resync_of_an_unchanged_appschedule_writes_nothing(world: World, operato
     world.deployment()
     world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *")])
     until(lambda: world.condition("shop").get("status") == "True" and len(world.cronjobs()) == 2, "convergence")
-    until(lambda: [r["writes"] for r in operator.reconciles(world.namespace, "shop")][-1:] == [0],
-          "a reconcile with nothing to do")  # fmt: skip
+    until(
+        lambda: [r["writes"] for r in operator.reconciles(world.namespace, "shop")][-1:] == [0],
+        "a reconcile with nothing to do",
+    )
     versions = {"shop": world.get("shop")["metadata"]["resourceVersion"]}
     versions.update({n: c["metadata"]["resourceVersion"] for n, c in world.cronjobs().items()})
     seen = len(operator.reconciles(world.namespace, "shop"))
@@ -240,9 +265,10 @@ def create_many(world: World, count: int, tasks: int) -> None:
 def all_ready(world: World, count: int) -> bool:
     raw = world.custom.list_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL)
     ready = [
-        a for a in raw["items"]
+        a
+        for a in raw["items"]
         if any(c["type"] == "Ready" and c["status"] == "True" for c in (a.get("status") or {}).get("conditions") or [])
-    ]  # fmt: skip
+    ]
     return len(ready) == count
 
 
@@ -270,8 +296,10 @@ def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: Wo
     expected = expected_names(20, 5) - {"app-00-t00-4"}
     until(lambda: set(world.cronjobs()) == expected, "exactly the expected 99 CronJobs", timeout=120)
     until(lambda: all_ready(world, 20), "20 Ready AppSchedules", timeout=60)
-    uids = {a["metadata"]["name"]: a["metadata"]["uid"] for a in
-            world.custom.list_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL)["items"]}  # fmt: skip
+    uids = {
+        a["metadata"]["name"]: a["metadata"]["uid"]
+        for a in world.custom.list_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL)["items"]
+    }
     for name, cronjob in world.cronjobs().items():
         (owner,) = cronjob["metadata"]["ownerReferences"]
         assert owner["uid"] == uids[name[:6]]
@@ -306,8 +334,9 @@ def test_a_cronjob_the_api_server_refuses_is_named_and_the_others_apply(world: W
     greedy = task("greedy", resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}})  # requests > limits
     world.appschedule("shop", [greedy, task("fine")])
     until(lambda: set(world.cronjobs()) == {"shop-fine"}, "the acceptable CronJob")
-    ready = until(lambda: world.condition("shop").get("reason") == "InvalidSpec" and world.condition("shop"),
-                  "InvalidSpec")  # fmt: skip
+    ready = until(
+        lambda: world.condition("shop").get("reason") == "InvalidSpec" and world.condition("shop"), "InvalidSpec"
+    )
     assert "task 'greedy' (spec.tasks[0]): the API server refused CronJob 'shop-greedy'" in ready["message"]
     assert "must be less than or equal to cpu limit" in ready["message"]
 
@@ -316,9 +345,18 @@ def test_a_cronjob_that_is_not_ours_is_never_taken_over(world: World) -> None:
     world.deployment()
     world.batch.create_namespaced_cron_job(
         world.namespace,
-        {"metadata": {"name": "shop-report"}, "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"template": {
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x"}]}}}}}},
-    )  # fmt: skip
+        {
+            "metadata": {"name": "shop-report"},
+            "spec": {
+                "schedule": "0 0 * * *",
+                "jobTemplate": {
+                    "spec": {
+                        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x"}]}}
+                    }
+                },
+            },
+        },
+    )
     world.appschedule("shop", [task("report"), task("other")])
     until(lambda: "shop-other" in world.cronjobs(), "the other task's CronJob")
     until(lambda: "is not this AppSchedule's" in world.condition("shop").get("message", ""), "the refusal")
@@ -338,8 +376,10 @@ def test_idle_operator_reads_only_from_its_watches(world: World, operator: Opera
     world.deployment()
     world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *")])
     until(lambda: world.condition("shop").get("status") == "True" and len(world.cronjobs()) == 2, "convergence")
-    until(lambda: [r["writes"] for r in operator.reconciles(world.namespace, "shop")][-1:] == [0],
-          "a reconcile with nothing to do")  # fmt: skip
+    until(
+        lambda: [r["writes"] for r in operator.reconciles(world.namespace, "shop")][-1:] == [0],
+        "a reconcile with nothing to do",
+    )
     converged = time.time()  # kopf caches probe results for 10 s: take only probes computed after this
     before = until(lambda: (found := probe(operator))["time"] > converged and found, "a fresh probe", timeout=30)
     seen = len(operator.reconciles(world.namespace, "shop"))
@@ -357,10 +397,13 @@ def test_owned_job_fields_are_put_back_and_foreign_additions_cause_no_write_loop
     until(lambda: "shop-report" in world.cronjobs(), "the CronJob")
     job_spec = world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]
     assert (job_spec["parallelism"], job_spec["completions"]) == (1, 1)
-    world.batch.patch_namespaced_cron_job("shop-report", world.namespace,
-                                          {"spec": {"jobTemplate": {"spec": {"parallelism": 5}}}})  # fmt: skip
-    until(lambda: world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]["parallelism"] == 1,
-          "parallelism put back to 1")  # fmt: skip
+    world.batch.patch_namespaced_cron_job(
+        "shop-report", world.namespace, {"spec": {"jobTemplate": {"spec": {"parallelism": 5}}}}
+    )
+    until(
+        lambda: world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]["parallelism"] == 1,
+        "parallelism put back to 1",
+    )
     kubectl("set", "env", "-n", world.namespace, "cronjob/shop-report", "EXTRA=1")
     seen = len(operator.reconciles(world.namespace, "shop"))
     until(lambda: len(operator.reconciles(world.namespace, "shop")) >= seen + 4, "four reconciles", timeout=40)

@@ -25,24 +25,41 @@ def validating(cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.
 
 
 def _schedule(namespace: str, deployment: str = "web", command: str = "report.js") -> str:
-    return json.dumps({"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
-                       "metadata": {"name": "shop", "namespace": namespace},
-                       "spec": {"deploymentRef": {"name": deployment}, "tasks": [
-                           {"name": "report", "schedule": "0 17 * * 5", "command": ["node", command]}]}})  # fmt: skip
+    return json.dumps(
+        {
+            "apiVersion": "appschedule.dev/v1alpha1",
+            "kind": "AppSchedule",
+            "metadata": {"name": "shop", "namespace": namespace},
+            "spec": {
+                "deploymentRef": {"name": deployment},
+                "tasks": [{"name": "report", "schedule": "0 17 * * 5", "command": ["node", command]}],
+            },
+        }
+    )
 
 
 def _grant(kubectl: Kubectl, namespace: str, user: str, rules: list[dict[str, Any]]) -> None:
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": user, "namespace": namespace}, "rules": rules}  # fmt: skip
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": user, "namespace": namespace},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}  # fmt: skip
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": user, "namespace": namespace},
+        "rules": rules,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": user, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
     kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
 
 
-APPSCHEDULES = {"apiGroups": ["appschedule.dev"], "resources": ["appschedules"],
-                "verbs": ["get", "list", "create", "update", "patch"]}  # fmt: skip
+APPSCHEDULES = {
+    "apiGroups": ["appschedule.dev"],
+    "resources": ["appschedules"],
+    "verbs": ["get", "list", "create", "update", "patch"],
+}
 JOBS = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}
 
 
@@ -51,8 +68,13 @@ def test_an_author_who_may_not_create_jobs_is_refused(
 ) -> None:
     _grant(kubectl, namespace, "alice", [APPSCHEDULES])
     _grant(kubectl, namespace, "bob", [APPSCHEDULES, JOBS])
-    wait_for(lambda: kubectl("auth", "can-i", "create", "jobs", "-n", namespace, "--as=bob", check=False)
-             .stdout.strip() == "yes", timeout=30, what="bob's Role in effect")  # fmt: skip
+    wait_for(
+        lambda: (
+            kubectl("auth", "can-i", "create", "jobs", "-n", namespace, "--as=bob", check=False).stdout.strip() == "yes"
+        ),
+        timeout=30,
+        what="bob's Role in effect",
+    )
 
     refused = kubectl("create", "--as=alice", "-f", "-", input=_schedule(namespace), check=False)
     assert refused.returncode != 0
@@ -61,8 +83,9 @@ def test_an_author_who_may_not_create_jobs_is_refused(
     kubectl("create", "--as=bob", "-f", "-", input=_schedule(namespace))
     # alice may not change what runs either, but may label it (no spec change, no review)
     change = '[{"op": "replace", "path": "/spec/tasks/0/command/1", "value": "steal.js"}]'
-    patched = kubectl("patch", "appschedule", "shop", "-n", namespace, "--as=alice", "--type=json", "-p", change,
-                      check=False)  # fmt: skip
+    patched = kubectl(
+        "patch", "appschedule", "shop", "-n", namespace, "--as=alice", "--type=json", "-p", change, check=False
+    )
     assert patched.returncode != 0 and "alice may not create Jobs" in patched.stderr, patched.stderr
     kubectl("label", "appschedule", "shop", "-n", namespace, "--as=alice", "team=shop")
     kubectl("patch", "appschedule", "shop", "-n", namespace, "--as=bob", "--type=json", "-p", change)

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "appschedule-operator"
 KUBE_VERSION = "1.33.0"
 # the pod annotation from which kwok plays a task pod's outcome on the local cluster (hack/cluster/stages.yaml)
@@ -64,8 +64,11 @@ class Kubectl:
         """Wait for a CRD's Established condition. Not `kubectl wait`: on a CRD created a moment ago, which has
         no conditions yet, it fails ("accessor error: <nil>") instead of waiting."""
         jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
-        wait_for(lambda: self("get", "crd", crd, "-o", jsonpath, check=False).stdout.strip() == "True",
-                 timeout=timeout, what=f"CRD {crd} to be Established")  # fmt: skip
+        wait_for(
+            lambda: self("get", "crd", crd, "-o", jsonpath, check=False).stdout.strip() == "True",
+            timeout=timeout,
+            what=f"CRD {crd} to be Established",
+        )
 
 
 class Helm:

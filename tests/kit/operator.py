@@ -56,9 +56,14 @@ class Process:
             out.flush()
             self.started = time.monotonic()
             self.process = subprocess.Popen(
-                self.argv, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                self.argv,
+                env=self.env,
+                cwd=self.cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     @property
     def pid(self) -> int:
@@ -131,8 +136,13 @@ class Operator(Process):
         """Start it and wait until ``ready`` appears in what it logs from now on; fails if it exits first."""
         mark = self.size()
         self.start()
-        wait_for(lambda: ready in self.text(mark), timeout=timeout, what=f"{self.name} to log {ready!r}",
-                 interval=0.1, guard=self.guard)  # fmt: skip
+        wait_for(
+            lambda: ready in self.text(mark),
+            timeout=timeout,
+            what=f"{self.name} to log {ready!r}",
+            interval=0.1,
+            guard=self.guard,
+        )
 
     def reconciles(self, namespace: str, name: str) -> list[dict[str, object]]:
         """The reconciles of one AppSchedule it logged (with ``--log-format json``)."""

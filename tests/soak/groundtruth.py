@@ -235,9 +235,12 @@ class Row:
 
 
 def compare(
-    history: History, statuses: Mapping[TaskKey, Mapping[str, Any]], *, schedules: Mapping[TaskKey, str],
+    history: History,
+    statuses: Mapping[TaskKey, Mapping[str, Any]],
+    *,
+    schedules: Mapping[TaskKey, str],
     forbid: Mapping[TaskKey, bool],
-) -> list[Row]:  # fmt: skip
+) -> list[Row]:
     """One row per task: the ground truth beside the ledger's counts (``statuses`` are the task entries of
     the AppSchedules' status, camelCase as the API serves them)."""
     rows = []

@@ -89,9 +89,11 @@ class TaskSpec:
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "name": self.name, "schedule": self.schedule, "command": ["/app/task", self.name],
+            "name": self.name,
+            "schedule": self.schedule,
+            "command": ["/app/task", self.name],
             "concurrencyPolicy": self.policy,
-        }  # fmt: skip
+        }
         if self.outcome:
             body["podAnnotations"] = {OUTCOME: self.outcome}
         if self.outcome == "hang":
@@ -142,9 +144,11 @@ def chaos_plan(rng: random.Random, seconds: float, names: list[str]) -> list[Ste
     # after the controller manager's catch-up has been measured (its backlog may take CATCH_UP_LIMIT itself)
     api_at = max(kcm_at + kcm + CATCH_UP_LIMIT * 3 + 15, rng.uniform(0.5, 0.65) * seconds)
     steps = [
-        Step(kcm_at, "stop", "kube-controller-manager"), Step(kcm_at + kcm, "start", "kube-controller-manager"),
-        Step(api_at, "stop", "kube-apiserver"), Step(api_at + apiserver, "start", "kube-apiserver"),
-    ]  # fmt: skip
+        Step(kcm_at, "stop", "kube-controller-manager"),
+        Step(kcm_at + kcm, "start", "kube-controller-manager"),
+        Step(api_at, "stop", "kube-apiserver"),
+        Step(api_at + apiserver, "start", "kube-apiserver"),
+    ]
     outages = [(kcm_at, kcm_at + kcm), (api_at, api_at + apiserver)]
     # no kill while the API server is away (the operator could not start) or while catch-up is measured
     settle = CATCH_UP_LIMIT * 2 + 10  # the controllers' backlog, then the operator's catch-up
@@ -212,10 +216,20 @@ class Operator(kit.Operator):
 
     def __init__(self, kubeconfig: Path, log_path: Path) -> None:
         args = [
-            "run", "--log-format", "json", "--liveness", f"http://127.0.0.1:{PORTS['liveness']}/healthz",
-            "--webhook-port", str(PORTS["webhook"]), "--webhooks", "keys,validation",
-            "--webhook-config-name", "soak.appschedule.dev", "--metrics-port", str(PORTS["metrics"]),
-        ]  # fmt: skip
+            "run",
+            "--log-format",
+            "json",
+            "--liveness",
+            f"http://127.0.0.1:{PORTS['liveness']}/healthz",
+            "--webhook-port",
+            str(PORTS["webhook"]),
+            "--webhooks",
+            "keys,validation",
+            "--webhook-config-name",
+            "soak.appschedule.dev",
+            "--metrics-port",
+            str(PORTS["metrics"]),
+        ]
         super().__init__(args, log=log_path, kubeconfig=kubeconfig)
         self.unexpected_exits = 0
         self.kills = 0
@@ -272,10 +286,11 @@ class Soak:
         # a task name is unique beside its Deployment (DESIGN "Task ownership")
         tasks = [TaskSpec(f"{name}-{t.name}", t.schedule, t.outcome, t.policy) for t in plan]
         body = {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "AppSchedule",
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "AppSchedule",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"deploymentRef": {"name": deployment_of(source)}, "tasks": [t.body() for t in tasks]},
-        }  # fmt: skip
+        }
         self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body, _request_timeout=TIMEOUT)
         self.live[name] = tasks
         self.sources[name] = source
@@ -295,31 +310,45 @@ class Soak:
         jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
         get = [kubectl, "get", "crd", "appschedules.appschedule.dev", "-o", jsonpath]
         # not `kubectl wait`: it fails, not waits, while the new CRD has no conditions yet
-        _wait(lambda: subprocess.run(get, env=env, capture_output=True, text=True).stdout.strip() == "True", 60,
-              "the AppSchedule CRD to be Established")  # fmt: skip
+        _wait(
+            lambda: subprocess.run(get, env=env, capture_output=True, text=True).stdout.strip() == "True",
+            60,
+            "the AppSchedule CRD to be Established",
+        )
         self.out.mkdir(parents=True, exist_ok=True)
         self.operator = Operator(self.cluster.kubeconfig, self.out / "operator.log")
         self.operator.start_and_wait(timeout=90)
         for n in range(self.args.namespaces):
             namespace = f"soak-{n}"
             self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-            _wait(lambda ns=namespace: any(  # type: ignore[misc]
-                sa.metadata.name == "default" for sa in self.core.list_namespaced_service_account(ns).items
-            ), 60, f"the default ServiceAccount in {namespace}")  # fmt: skip
+            _wait(
+                lambda ns=namespace: any(  # type: ignore[misc]
+                    sa.metadata.name == "default" for sa in self.core.list_namespaced_service_account(ns).items
+                ),
+                60,
+                f"the default ServiceAccount in {namespace}",
+            )
             for d in range(2):
                 self.apps.create_namespaced_deployment(namespace, _deployment(f"web-{d}", "1.0"))
         for name, tasks in self.plan.items():
             self.create_appschedule(name, tasks, name)
         total = sum(len(t) for t in self.live.values())
-        _wait(lambda: len(self.batch.list_cron_job_for_all_namespaces(label_selector=f"{GROUP}/task").items) == total,
-              180, f"{total} CronJobs")  # fmt: skip
+        _wait(
+            lambda: len(self.batch.list_cron_job_for_all_namespaces(label_selector=f"{GROUP}/task").items) == total,
+            180,
+            f"{total} CronJobs",
+        )
         _wait(self._all_tracked, 180, "every task tracked by the ledger")
         log(f"{len(self.live)} AppSchedules with {total} tasks in {self.args.namespaces} namespaces are running")
 
     def _all_tracked(self) -> bool:
         statuses = self.statuses()
-        return all((ns, name, t.name) in statuses for name, tasks in self.live.items()
-                   for ns in [namespace_of(self.sources[name], self.args.namespaces)] for t in tasks)  # fmt: skip
+        return all(
+            (ns, name, t.name) in statuses
+            for name, tasks in self.live.items()
+            for ns in [namespace_of(self.sources[name], self.args.namespaces)]
+            for t in tasks
+        )
 
     def statuses(self) -> dict[gt.TaskKey, dict[str, Any]]:
         found = {}
@@ -390,25 +419,49 @@ class Soak:
             name, tag = arg.split("@")
             for n in range(self.args.namespaces):
                 self.apps.patch_namespaced_deployment(
-                    name, f"soak-{n}", {"spec": {"template": {"spec": {"containers": [
-                        {"name": "web", "image": f"registry.example.com/soak/web:1.{tag}.{self.done['rollout']}"}
-                    ]}}}}, _request_timeout=TIMEOUT,
-                )  # fmt: skip
+                    name,
+                    f"soak-{n}",
+                    {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "web",
+                                            "image": f"registry.example.com/soak/web:1.{tag}.{self.done['rollout']}",
+                                        }
+                                    ]
+                                }
+                            }
+                        }
+                    },
+                    _request_timeout=TIMEOUT,
+                )
         elif action == "edit":
             name, task = arg.split("/")
             name = self.current(name)
             index = int(task.split("-")[1])
             self.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, self.namespace(name), PLURAL, name,
+                GROUP,
+                VERSION,
+                self.namespace(name),
+                PLURAL,
+                name,
                 [{"op": "add", "path": f"/spec/tasks/{index}/args", "value": [f"--edit={self.done['edit']}"]}],
-                _content_type="application/json-patch+json", _request_timeout=TIMEOUT,
-            )  # fmt: skip
+                _content_type="application/json-patch+json",
+                _request_timeout=TIMEOUT,
+            )
         elif action in ("suspend", "resume"):
             name = self.current(arg)
             self.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, self.namespace(name), PLURAL, name, {"spec": {"suspend": action == "suspend"}},
+                GROUP,
+                VERSION,
+                self.namespace(name),
+                PLURAL,
+                name,
+                {"spec": {"suspend": action == "suspend"}},
                 _request_timeout=TIMEOUT,
-            )  # fmt: skip
+            )
         elif action == "duplicate":
             self.duplicate(self.current(arg))
         elif action == "replace":
@@ -448,13 +501,16 @@ class Soak:
         }
         spec = {k: v for k, v in newest["spec"].items() if k not in ("selector", "template", "manualSelector")}
         body = {
-            "apiVersion": "batch/v1", "kind": "Job",
+            "apiVersion": "batch/v1",
+            "kind": "Job",
             "metadata": {
-                "name": f"{meta['name'][:40]}-dup{self.done['duplicate']}", "namespace": namespace, "labels": labels,
+                "name": f"{meta['name'][:40]}-dup{self.done['duplicate']}",
+                "namespace": namespace,
+                "labels": labels,
                 "annotations": {gt.CONTROLLER_TIME: meta["annotations"][gt.CONTROLLER_TIME]},
             },
             "spec": {**spec, "template": template},
-        }  # fmt: skip
+        }
         self.batch.create_namespaced_job(namespace, body, _request_timeout=TIMEOUT)
 
     # -- catching up after an outage
@@ -484,14 +540,25 @@ class Soak:
             return state
         seconds = None if state.clean_since is None else round(max(0.0, state.clean_since - backlog_done), 1)
         controller = None if state.last_job is None else round(state.last_job - state.ended, 1)
-        self.catch_up.append({"component": state.component, "seconds": seconds, "controller_seconds": controller,
-                              "last_lagging": state.lagging[:5]})  # fmt: skip
+        self.catch_up.append(
+            {
+                "component": state.component,
+                "seconds": seconds,
+                "controller_seconds": controller,
+                "last_lagging": state.lagging[:5],
+            }
+        )
         made = "no Job for an earlier fire" if controller is None else f"its last Job for an earlier fire {controller}s"
-        log(f"after {state.component}: caught up {seconds}s after its backlog was done ({made} after it returned)"
-            if seconds is not None else f"after {state.component}: NOT caught up: {state.lagging[:3]}")  # fmt: skip
+        log(
+            f"after {state.component}: caught up {seconds}s after its backlog was done ({made} after it returned)"
+            if seconds is not None
+            else f"after {state.component}: NOT caught up: {state.lagging[:3]}"
+        )
         if seconds is None or seconds > CATCH_UP_LIMIT:
-            self.failures.append(f"the operator was not caught up {CATCH_UP_LIMIT:.0f}s after {state.component}'s "
-                                 f"backlog was done: {state.lagging[:3]}")  # fmt: skip
+            self.failures.append(
+                f"the operator was not caught up {CATCH_UP_LIMIT:.0f}s after {state.component}'s "
+                f"backlog was done: {state.lagging[:3]}"
+            )
         return None
 
     def lagging(self, state: CatchUp, now: float) -> tuple[list[str], float | None]:
@@ -544,17 +611,25 @@ class Soak:
         stopped_at = datetime.now(UTC)
         for name in sorted(self.live):
             self.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, self.namespace(name), PLURAL, name, {"spec": {"suspend": True}},
+                GROUP,
+                VERSION,
+                self.namespace(name),
+                PLURAL,
+                name,
+                {"spec": {"suspend": True}},
                 _request_timeout=TIMEOUT,
-            )  # fmt: skip
+            )
         log("every AppSchedule suspended; waiting for the last runs to end and the ledger to settle")
         try:
             _wait(lambda: self.settled(stopped_at), 300, "the last runs to end and the ledger to settle")
         except Timeout as error:
             self.failures.append(str(error) + ": " + "; ".join(self.unsettled(stopped_at)[:5]))
         statuses = {k: v for k, v in self.statuses().items() if k[1] in self.live}
-        held = [f"{j['metadata']['namespace']}/{j['metadata']['name']}" for j in self.jobs()
-                if FINALIZER in (j["metadata"].get("finalizers") or [])]  # fmt: skip
+        held = [
+            f"{j['metadata']['namespace']}/{j['metadata']['name']}"
+            for j in self.jobs()
+            if FINALIZER in (j["metadata"].get("finalizers") or [])
+        ]
         self.operator.stop()
         logs = self.cluster.state / "logs"
         segments = [*sorted(logs.glob("audit-*.log")), logs / "audit.log"]  # rotated ones first, oldest first
@@ -563,9 +638,11 @@ class Soak:
         history = gt.read_audit(_lines(segments))
         specs = {(self.namespace(n), n, t.name): t for n, tasks in self.live.items() for t in tasks}
         rows = gt.compare(
-            history, statuses, schedules={k: specs[k].schedule for k in statuses},
+            history,
+            statuses,
+            schedules={k: specs[k].schedule for k in statuses},
             forbid={k: specs[k].policy == "Forbid" for k in statuses},
-        )  # fmt: skip
+        )
         differing = [r for r in rows if not r.same]
         for row in differing:
             self.failures.append(f"{'/'.join(row.task)}: ledger {row.ledger.as_dict()} truth {row.truth.as_dict()}")
@@ -578,15 +655,25 @@ class Soak:
         if self.operator.unexpected_exits:
             self.failures.append(f"the operator exited on its own {self.operator.unexpected_exits} times")
         fields = ("runs", "duplicates", "failed", "missed")
-        totals = {side: {k: sum(getattr(r, side).as_dict()[k] for r in rows) for k in fields}
-                  for side in ("truth", "ledger")}  # fmt: skip
+        totals = {
+            side: {k: sum(getattr(r, side).as_dict()[k] for r in rows) for k in fields} for side in ("truth", "ledger")
+        }
         return {
-            "seed": self.args.seed, "minutes": self.args.minutes, "tasks": len(rows),
-            "appschedules": len(self.live), "audit_events": history.events, "jobs_created": len(history.jobs),
-            "totals": totals, "tasks_identical": len(rows) - len(differing), "catch_up": self.catch_up,
-            "chaos": dict(self.done), "chaos_not_done": dict(self.skipped), "operator_kills": self.operator.kills,
-            "operator_errors": _errors(self.out / "operator.log"), "failures": self.failures,
-        }  # fmt: skip
+            "seed": self.args.seed,
+            "minutes": self.args.minutes,
+            "tasks": len(rows),
+            "appschedules": len(self.live),
+            "audit_events": history.events,
+            "jobs_created": len(history.jobs),
+            "totals": totals,
+            "tasks_identical": len(rows) - len(differing),
+            "catch_up": self.catch_up,
+            "chaos": dict(self.done),
+            "chaos_not_done": dict(self.skipped),
+            "operator_kills": self.operator.kills,
+            "operator_errors": _errors(self.out / "operator.log"),
+            "failures": self.failures,
+        }
 
     def settled(self, stopped_at: datetime) -> bool:
         return not self.unsettled(stopped_at)
@@ -595,8 +682,10 @@ class Soak:
         waiting = []
         for job in self.jobs():
             meta, status = job["metadata"], job.get("status") or {}
-            if not any(c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
-                       for c in status.get("conditions") or []):  # fmt: skip
+            if not any(
+                c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
+                for c in status.get("conditions") or []
+            ):
                 waiting.append(f"Job {meta['name']} still active")
             elif FINALIZER in (meta.get("finalizers") or []):
                 waiting.append(f"Job {meta['name']} still held")
@@ -621,13 +710,18 @@ class Soak:
 
 def _deployment(name: str, tag: str) -> dict[str, Any]:
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
         "spec": {
-            "replicas": 0, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
-                {"name": "web", "image": f"registry.example.com/soak/web:{tag}"}]}},
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": f"registry.example.com/soak/web:{tag}"}]},
+            },
         },
-    }  # fmt: skip
+    }
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -676,8 +770,10 @@ def main(argv: list[str] | None = None) -> int:
     for failure in report["failures"][:40]:
         print("FAIL", failure)
     verdict = "failed" if report["failures"] else "passed"
-    print(f"soak {verdict}: {report['tasks_identical']}/{report['tasks']} tasks identical to ground truth; "
-          f"report in {args.out}")  # fmt: skip
+    print(
+        f"soak {verdict}: {report['tasks_identical']}/{report['tasks']} tasks identical to ground truth; "
+        f"report in {args.out}"
+    )
     return 1 if report["failures"] else 0
 
 

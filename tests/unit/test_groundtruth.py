@@ -24,22 +24,41 @@ def labels(task: tuple[str, str, str] = TASK) -> dict[str, str]:
     return {gt.LABEL_APPSCHEDULE: task[1], gt.LABEL_TASK: task[2]}
 
 
-def event(verb: str, resource: str, name: str, when: datetime, obj: dict[str, Any], *, sub: str = "",
-          code: int = 200, namespace: str = "ns") -> str:  # fmt: skip
+def event(
+    verb: str,
+    resource: str,
+    name: str,
+    when: datetime,
+    obj: dict[str, Any],
+    *,
+    sub: str = "",
+    code: int = 200,
+    namespace: str = "ns",
+) -> str:
     ref = {"resource": resource, "namespace": namespace, "name": name, "apiGroup": "batch"}
     if sub:
         ref["subresource"] = sub
-    return json.dumps({
-        "stage": "ResponseComplete", "verb": verb, "objectRef": ref, "responseStatus": {"code": code},
-        "stageTimestamp": when.isoformat().replace("+00:00", "Z"), "responseObject": obj,
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "stage": "ResponseComplete",
+            "verb": verb,
+            "objectRef": ref,
+            "responseStatus": {"code": code},
+            "stageTimestamp": when.isoformat().replace("+00:00", "Z"),
+            "responseObject": obj,
+        }
+    )
 
 
 def job_created(name: str, scheduled: datetime, created: datetime, *, task: tuple[str, str, str] = TASK) -> str:
     meta = {
-        "name": name, "namespace": task[0], "uid": f"uid-{name}", "labels": labels(task),
-        "annotations": {gt.CONTROLLER_TIME: stamp(scheduled)}, "creationTimestamp": stamp(created),
-    }  # fmt: skip
+        "name": name,
+        "namespace": task[0],
+        "uid": f"uid-{name}",
+        "labels": labels(task),
+        "annotations": {gt.CONTROLLER_TIME: stamp(scheduled)},
+        "creationTimestamp": stamp(created),
+    }
     return event("create", "jobs", name, created, {"metadata": meta}, code=201)
 
 
@@ -55,8 +74,14 @@ def cronjob(verb: str, name: str, when: datetime, *, suspend: bool = False, task
     return event(verb, "cronjobs", name, when, obj, code=201 if verb == "create" else 200)
 
 
-def count(lines: list[str], *, forbid: bool = True, since: datetime = T0, until: datetime | None = None,
-          schedule: str = "* * * * *") -> dict[str, int]:  # fmt: skip
+def count(
+    lines: list[str],
+    *,
+    forbid: bool = True,
+    since: datetime = T0,
+    until: datetime | None = None,
+    schedule: str = "* * * * *",
+) -> dict[str, int]:
     until = until or at(10)
     history = gt.read_audit(lines)
     return gt.expected(history, TASK, schedule=schedule, forbid=forbid, since=since, until=until).as_dict()
@@ -124,11 +149,13 @@ def test_refused_requests_and_unlabelled_objects_are_ignored() -> None:
 
 
 def test_two_cronjobs_of_one_task_at_once_are_reported_and_one_after_the_other_is_not() -> None:
-    history = gt.read_audit([
-        cronjob("create", "shop-report", at(0)),
-        event("delete", "cronjobs", "shop-report", at(1), {"kind": "Status"}),
-        cronjob("create", "shop-report", at(2)),
-    ])  # fmt: skip
+    history = gt.read_audit(
+        [
+            cronjob("create", "shop-report", at(0)),
+            event("delete", "cronjobs", "shop-report", at(1), {"kind": "Status"}),
+            cronjob("create", "shop-report", at(2)),
+        ]
+    )
     assert history.duplicate_cronjobs == []
     history = gt.read_audit([cronjob("create", "shop-report", at(0)), cronjob("create", "shop-report-x", at(1))])
     assert history.duplicate_cronjobs == ["ns/shop-report-x beside shop-report for ('ns', 'shop', 'report')"]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from appschedule.core import keys, naming
+from appschedule.core.keys import rfc3339 as stamp
 from appschedule.core.ledger import Advance, TaskConfig, advance
 from appschedule.core.models import TaskStatus
 from appschedule.core.schedule import parse
@@ -21,10 +22,6 @@ CRONJOB = "shop-report"
 
 def config(schedule: str = "* * * * *", zone: str = "UTC", **extra: Any) -> TaskConfig:
     return TaskConfig(task="report", cronjob=CRONJOB, schedule=parse(schedule, zone), **extra)
-
-
-def stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def job(
@@ -50,12 +47,23 @@ def job(
     name = name or (f"{CRONJOB}-{int(scheduled.timestamp()) // 60}" if scheduled else f"{CRONJOB}-manual")
     finished = outcome is not None
     return JobView(
-        namespace="shop", name=name, uid=name, resource_version="1", appschedule="shop", task="report",
-        created=stamp(created), annotations=annotations, finalizer=finalizer, deleting=deleting,
-        active=0 if finished else active, succeeded=1 if outcome == "Complete" else 0,
-        failed=1 if outcome == "Failed" else 0, outcome=outcome, reason=reason,
+        namespace="shop",
+        name=name,
+        uid=name,
+        resource_version="1",
+        appschedule="shop",
+        task="report",
+        created=stamp(created),
+        annotations=annotations,
+        finalizer=finalizer,
+        deleting=deleting,
+        active=0 if finished else active,
+        succeeded=1 if outcome == "Complete" else 0,
+        failed=1 if outcome == "Failed" else 0,
+        outcome=outcome,
+        reason=reason,
         finish_time=stamp(created + timedelta(seconds=5)) if finished else None,
-    )  # fmt: skip
+    )
 
 
 def step(
@@ -87,14 +95,27 @@ def test_scheduled_time_sources_in_order_of_trust() -> None:
     friday = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
     by_controller = keys.scheduled_time(
         annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: "2026-09-11T17:00:00Z"},
-        job_name="x", cronjob=CRONJOB, created=friday + timedelta(minutes=3), schedule=schedule,
-    )  # fmt: skip
+        job_name="x",
+        cronjob=CRONJOB,
+        created=friday + timedelta(minutes=3),
+        schedule=schedule,
+    )
     assert (by_controller.time, by_controller.source) == (friday, "controller")
-    by_name = keys.scheduled_time(annotations={}, job_name=f"{CRONJOB}-{int(friday.timestamp()) // 60}",
-                                  cronjob=CRONJOB, created=friday, schedule=schedule)  # fmt: skip
+    by_name = keys.scheduled_time(
+        annotations={},
+        job_name=f"{CRONJOB}-{int(friday.timestamp()) // 60}",
+        cronjob=CRONJOB,
+        created=friday,
+        schedule=schedule,
+    )
     assert (by_name.time, by_name.source) == (friday, "name")
-    by_hand = keys.scheduled_time(annotations={}, job_name="rerun", cronjob=CRONJOB,
-                                  created=friday + timedelta(days=4, hours=2), schedule=schedule)  # fmt: skip
+    by_hand = keys.scheduled_time(
+        annotations={},
+        job_name="rerun",
+        cronjob=CRONJOB,
+        created=friday + timedelta(days=4, hours=2),
+        schedule=schedule,
+    )
     assert (by_hand.time, by_hand.source) == (friday, "created")  # the Tuesday re-run carries Friday's key
 
 
@@ -102,8 +123,13 @@ def test_dst_fall_back_second_fire_takes_the_first_ones_key() -> None:
     schedule = parse("30 1 * * *", "America/New_York")
     first = datetime(2026, 11, 1, 5, 30, tzinfo=UTC)  # 01:30 EDT
     second = datetime(2026, 11, 1, 6, 30, tzinfo=UTC)  # 01:30 EST, an hour later
-    got = keys.scheduled_time(annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(second)}, job_name="x",
-                              cronjob=CRONJOB, created=second, schedule=schedule)  # fmt: skip
+    got = keys.scheduled_time(
+        annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(second)},
+        job_name="x",
+        cronjob=CRONJOB,
+        created=second,
+        schedule=schedule,
+    )
     assert got.time == first
 
 
@@ -111,8 +137,13 @@ def test_key_from_the_environment_matches_the_webhooks() -> None:
     fire = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
     cronjob = naming.cronjob_name("shop", "report")
     job_name = f"{cronjob}-{int(fire.timestamp()) // 60}"
-    env = {"APPSCHEDULE_NAME": "shop", "APPSCHEDULE_TASK": "report", "APPSCHEDULE_SCHEDULE": "0 17 * * 5",
-           "APPSCHEDULE_TIME_ZONE": "UTC", "APPSCHEDULE_JOB_NAME": job_name}  # fmt: skip
+    env = {
+        "APPSCHEDULE_NAME": "shop",
+        "APPSCHEDULE_TASK": "report",
+        "APPSCHEDULE_SCHEDULE": "0 17 * * 5",
+        "APPSCHEDULE_TIME_ZONE": "UTC",
+        "APPSCHEDULE_JOB_NAME": job_name,
+    }
     assert keys.from_environment(env, fire + timedelta(minutes=1)).key("report") == "report@2026-09-11T17:00:00Z"
     manual = {**env, "APPSCHEDULE_JOB_NAME": "by-hand"}
     assert keys.from_environment(manual, fire + timedelta(days=2)).key("report") == "report@2026-09-11T17:00:00Z"
@@ -286,8 +317,9 @@ def test_each_run_keeps_its_own_state() -> None:
     for now in (T0 + timedelta(minutes=1, seconds=5), T0 + timedelta(minutes=1, seconds=6)):
         status, _ = step(TaskStatus.model_validate(status.model_dump(by_alias=True, mode="json")), cfg, jobs, now)
         assert [(r.scheduled_time, r.state) for r in status.recent or []] == [
-            (stamp(T0 + timedelta(minutes=1)), "Active"), (stamp(T0), "Succeeded")
-        ]  # fmt: skip
+            (stamp(T0 + timedelta(minutes=1)), "Active"),
+            (stamp(T0), "Succeeded"),
+        ]
 
 
 def test_a_schedule_change_restarts_tracking_and_keeps_counts() -> None:

@@ -7,22 +7,42 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from appschedule.core import ledger
+from appschedule.core.keys import rfc3339 as stamp
 from appschedule.core.ledger import Book, Note, Seen, Tally
 from appschedule.core.models import Counts, JobRecord, RunRecord, Suspension, TaskStatus
 
-from .test_ledger import T0, config, job, stamp
+from .test_ledger import T0, config, job
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
-def book(cfg: ledger.TaskConfig | None = None, *, now: datetime = T0, checked: datetime | None = None,
-         records: Sequence[JobRecord] = (), recent: Sequence[RunRecord] = ()) -> Book:  # fmt: skip
+def book(
+    cfg: ledger.TaskConfig | None = None,
+    *,
+    now: datetime = T0,
+    checked: datetime | None = None,
+    records: Sequence[JobRecord] = (),
+    recent: Sequence[RunRecord] = (),
+) -> Book:
     cfg = cfg or config()
     since = T0 - timedelta(hours=1)
-    base = TaskStatus(name=cfg.task, schedule=cfg.schedule.expression, time_zone=cfg.schedule.time_zone,
-                      tracking_since=stamp(since), checked_until=stamp(checked or since))  # fmt: skip
-    return Book(config=cfg, now=now, base=base, since=since, checked=checked or since, tally=Tally(),
-                recent={r.scheduled_time: r for r in recent}, records={r.name: r for r in records})  # fmt: skip
+    base = TaskStatus(
+        name=cfg.task,
+        schedule=cfg.schedule.expression,
+        time_zone=cfg.schedule.time_zone,
+        tracking_since=stamp(since),
+        checked_until=stamp(checked or since),
+    )
+    return Book(
+        config=cfg,
+        now=now,
+        base=base,
+        since=since,
+        checked=checked or since,
+        tally=Tally(),
+        recent={r.scheduled_time: r for r in recent},
+        records={r.name: r for r in records},
+    )
 
 
 def test_a_tally_is_the_counts_it_came_from() -> None:
@@ -56,8 +76,10 @@ def test_admit_counts_a_run_once_and_a_second_job_of_its_time_as_a_duplicate() -
 
 
 def test_admit_lets_a_job_wait_when_the_status_has_no_room() -> None:
-    records = [JobRecord(name=f"j{i}", scheduled_time=stamp(T0 - timedelta(minutes=i + 1)), run=True)
-               for i in range(ledger.ACTIVE_MAX)]  # fmt: skip
+    records = [
+        JobRecord(name=f"j{i}", scheduled_time=stamp(T0 - timedelta(minutes=i + 1)), run=True)
+        for i in range(ledger.ACTIVE_MAX)
+    ]
     b = book(now=T0 + timedelta(minutes=1), records=records)
     _, waiting = ledger.admit(b, Seen.of([job(T0)], b.config))
     assert waiting == {T0} and b.tally.runs == 0  # an active Job beyond ACTIVE_MAX waits

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from appschedule.core import naming
 from appschedule.core.admission import mutate_job
+from appschedule.core.keys import rfc3339
 from appschedule.core.reconcile import plan
 from appschedule.core.view import project_cronjob, project_job
 from appschedule.shell import webhook_server
@@ -22,15 +23,22 @@ from appschedule.shell.store import world_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 10, 25, 1, 30, tzinfo=UTC)  # Europe/Berlin's fall-back night
-ODD_TIMES = ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "0001-01-01T00:00:00+14:00",
-             "9999-12-31T23:59:59-14:00", "2026-13-01T00:00:00Z", "2026-10-25T02:30:00", "", "now", "1e309",
-             "2026-10-25T02:30:00+02:00"]  # fmt: skip
+ODD_TIMES = [
+    "9999-12-31T23:59:59Z",
+    "0001-01-01T00:00:00Z",
+    "0001-01-01T00:00:00+14:00",
+    "9999-12-31T23:59:59-14:00",
+    "2026-13-01T00:00:00Z",
+    "2026-10-25T02:30:00",
+    "",
+    "now",
+    "1e309",
+    "2026-10-25T02:30:00+02:00",
+]
 
 times = st.one_of(
     st.sampled_from(ODD_TIMES),
-    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)).map(
-        lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")
-    ),
+    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)).map(rfc3339),
     st.text(max_size=30),
 )
 names = st.one_of(
@@ -39,8 +47,9 @@ names = st.one_of(
     st.text(max_size=20),
 )
 counts = st.one_of(st.integers(-5, 1 << 40), st.text(max_size=3), st.none(), st.booleans(), st.floats())
-annotation_keys = st.sampled_from([naming.ANNOTATION_SCHEDULED_TIME, naming.CRONJOB_SCHEDULED_TIMESTAMP,
-                                   naming.ANNOTATION_IDEMPOTENCY_KEY, "other"])  # fmt: skip
+annotation_keys = st.sampled_from(
+    [naming.ANNOTATION_SCHEDULED_TIME, naming.CRONJOB_SCHEDULED_TIMESTAMP, naming.ANNOTATION_IDEMPOTENCY_KEY, "other"]
+)
 anything = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
@@ -50,26 +59,40 @@ anything = st.recursive(
 
 @st.composite
 def jobs(draw: st.DrawFn) -> dict[str, Any]:
-    labels = {naming.LABEL_APPSCHEDULE: draw(st.sampled_from(["shop", "", "other"])),
-              naming.LABEL_TASK: draw(st.sampled_from(["nightly-cleanup", "weekly-report", "", "nope"]))}  # fmt: skip
+    labels = {
+        naming.LABEL_APPSCHEDULE: draw(st.sampled_from(["shop", "", "other"])),
+        naming.LABEL_TASK: draw(st.sampled_from(["nightly-cleanup", "weekly-report", "", "nope"])),
+    }
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {
-            "name": draw(names), "namespace": "shop", "uid": draw(st.uuids()).hex, "resourceVersion": "1",
+            "name": draw(names),
+            "namespace": "shop",
+            "uid": draw(st.uuids()).hex,
+            "resourceVersion": "1",
             "labels": draw(st.one_of(st.just(labels), anything)),
             "annotations": draw(st.one_of(st.dictionaries(annotation_keys, times, max_size=3), anything)),
             "creationTimestamp": draw(times),
             "finalizers": draw(st.sampled_from([[naming.LEDGER_FINALIZER], [], "x", None])),
             "deletionTimestamp": draw(st.one_of(st.none(), times)),
-            "ownerReferences": draw(st.one_of(st.just([{"kind": "CronJob", "name": "shop-nightly-cleanup"}]),
-                                              anything)),
+            "ownerReferences": draw(
+                st.one_of(st.just([{"kind": "CronJob", "name": "shop-nightly-cleanup"}]), anything)
+            ),
         },
         "spec": draw(st.one_of(st.just({"template": {"spec": {"containers": [{"name": "app"}]}}}), anything)),
-        "status": {"active": draw(counts), "succeeded": draw(counts), "failed": draw(counts),
-                   "completionTime": draw(st.one_of(st.none(), times)),
-                   "conditions": draw(st.one_of(st.just([{"type": "Complete", "status": "True",
-                                                          "lastTransitionTime": draw(times)}]), anything))},
-    }  # fmt: skip
+        "status": {
+            "active": draw(counts),
+            "succeeded": draw(counts),
+            "failed": draw(counts),
+            "completionTime": draw(st.one_of(st.none(), times)),
+            "conditions": draw(
+                st.one_of(
+                    st.just([{"type": "Complete", "status": "True", "lastTransitionTime": draw(times)}]), anything
+                )
+            ),
+        },
+    }
 
 
 def setup() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
@@ -109,11 +132,19 @@ def test_the_key_webhook_returns_whatever_the_job_says(job: dict[str, Any]) -> N
 
 
 def odd_job(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "shop", "uid": name, "resourceVersion": "1",
-                         "labels": {naming.LABEL_APPSCHEDULE: "shop", naming.LABEL_TASK: "sync-inventory"},
-                         "annotations": annotations, "creationTimestamp": "2026-10-25T01:20:01Z",
-                         "finalizers": [naming.LEDGER_FINALIZER]},
-            "status": {"active": 1}}  # fmt: skip
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": name,
+            "resourceVersion": "1",
+            "labels": {naming.LABEL_APPSCHEDULE: "shop", naming.LABEL_TASK: "sync-inventory"},
+            "annotations": annotations,
+            "creationTimestamp": "2026-10-25T01:20:01Z",
+            "finalizers": [naming.LEDGER_FINALIZER],
+        },
+        "status": {"active": 1},
+    }
 
 
 def test_an_odd_job_is_reported_once_released_and_not_filed() -> None:
@@ -131,9 +162,16 @@ def test_an_odd_job_is_reported_once_released_and_not_filed() -> None:
     # the next step: released and marked filed (api.release_job), not reported again
     settled = {**appschedule, "status": first.status}
     filed = {naming.ANNOTATION_FILED: "true"}
-    released = [good, *(dict(j, metadata={**j["metadata"], "finalizers": [],
-                                          "annotations": {**j["metadata"]["annotations"], **filed}})
-                        for j in [far, late])]  # fmt: skip
+    released = [
+        good,
+        *(
+            dict(
+                j,
+                metadata={**j["metadata"], "finalizers": [], "annotations": {**j["metadata"]["annotations"], **filed}},
+            )
+            for j in [far, late]
+        ),
+    ]
     second = plan(world_of(settled, deployment, cronjobs, jobs=released), NOW + timedelta(seconds=30))
     assert not [e for e in second.events if e.reason == "OddJob"]
     assert second.release == []

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from appschedule.core import admission, naming, render
+from appschedule.core.keys import rfc3339
 from appschedule.core.ledger import ACTIVE_MAX
 from appschedule.core.models import JOBS_MAX, TaskStatus
 from appschedule.core.view import JobView
@@ -20,10 +21,16 @@ from appschedule.core.view import JobView
 from .test_ledger import CRONJOB, T0, config, job, start, step
 
 VALID_TASK: dict[str, Any] = {"name": "report", "schedule": "*/5 * * * *", "command": ["node", "report.js"]}
-DEPLOYMENT = {"metadata": {"name": "web", "namespace": "shop"},
-              "spec": {"selector": {"matchLabels": {"app": "web"}},
-                       "template": {"metadata": {"labels": {"app": "web"}},
-                                    "spec": {"containers": [{"name": "app", "image": "web:1"}]}}}}  # fmt: skip
+DEPLOYMENT = {
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "app", "image": "web:1"}]},
+        },
+    },
+}
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -69,8 +76,12 @@ def specs(draw: st.DrawFn) -> Any:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs())
 def test_render_and_validation_take_any_input(spec: Any) -> None:
-    appschedule = {"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppSchedule",
-                   "metadata": {"name": "shop", "namespace": "shop", "uid": "u"}, "spec": spec}  # fmt: skip
+    appschedule = {
+        "apiVersion": "appschedule.dev/v1alpha1",
+        "kind": "AppSchedule",
+        "metadata": {"name": "shop", "namespace": "shop", "uid": "u"},
+        "spec": spec,
+    }
     result = render.render(appschedule, DEPLOYMENT)
     message = admission.check_appschedule(appschedule)
     if message:  # what the spec alone decides is refused is also an error of rendering it
@@ -108,16 +119,26 @@ def test_the_ledger_counts_every_settled_time_once(
     then wait their turn, uncounted, never missed and never counted twice, as the controller files others."""
     minutes, planned = history
     cfg = config(concurrency="Allow", starting_deadline=None)
-    views = [job(T0 + timedelta(minutes=m), created=T0 + timedelta(minutes=m, seconds=delay),
-                 name=f"{CRONJOB}-{m}-{copy}", outcome=outcome) for m, copy, delay, outcome in planned]  # fmt: skip
+    views = [
+        job(
+            T0 + timedelta(minutes=m),
+            created=T0 + timedelta(minutes=m, seconds=delay),
+            name=f"{CRONJOB}-{m}-{copy}",
+            outcome=outcome,
+        )
+        for m, copy, delay, outcome in planned
+    ]
     status = start(cfg)
     previous: dict[str, int] = {}
     released: set[str] = set()
     final = T0 + timedelta(minutes=minutes + 3)
     drain = [final] * 24  # once everything is visible: a reconcile per Job the controller files
     for now in [*sorted(T0 + timedelta(seconds=s) for s in steps if s < (minutes + 3) * 60), *drain]:
-        visible = [filed(v) if v.name in released else v for v, p in zip(views, planned, strict=True)
-                   if T0 + timedelta(minutes=p[0], seconds=p[2]) <= now]  # fmt: skip
+        visible = [
+            filed(v) if v.name in released else v
+            for v, p in zip(views, planned, strict=True)
+            if T0 + timedelta(minutes=p[0], seconds=p[2]) <= now
+        ]
         status = TaskStatus.model_validate(json.loads(json.dumps(status.model_dump(by_alias=True))))  # a restart
         status, result = step(status, cfg, visible, now)
         released |= set(result.release)
@@ -131,8 +152,7 @@ def test_the_ledger_counts_every_settled_time_once(
     assert again.counts == status.counts  # the same world twice changes nothing
 
     assert status.counts is not None and status.checked_until is not None
-    settled = [m for m in range(minutes + 3) if (T0 + timedelta(minutes=m)).strftime("%Y-%m-%dT%H:%M:%SZ")
-               <= status.checked_until]  # fmt: skip
+    settled = [m for m in range(minutes + 3) if rfc3339(T0 + timedelta(minutes=m)) <= status.checked_until]
     with_job = {m for m, *_ in planned}
     copies = {m: sum(1 for p in planned if p[0] == m) for m in with_job}
     assert status.counts.missed == sum(1 for m in settled if m not in with_job)  # a waiting Job is no miss

@@ -52,8 +52,11 @@ def test_first_reconcile_applies_everything_and_sets_status(
     appschedule: dict[str, Any], deployment: dict[str, Any]
 ) -> None:
     result = plan(world(appschedule, deployment, [], []), NOW)
-    assert [m["metadata"]["name"] for m in result.apply] == ["shop-weekly-report", "shop-nightly-cleanup",
-                                                             "shop-sync-inventory"]  # fmt: skip
+    assert [m["metadata"]["name"] for m in result.apply] == [
+        "shop-weekly-report",
+        "shop-nightly-cleanup",
+        "shop-sync-inventory",
+    ]
     assert all(HASH_ANNOTATION in m["metadata"]["annotations"] for m in result.apply)
     assert result.delete == []
     assert result.status_changed
@@ -221,8 +224,12 @@ def test_missing_deployment_keeps_the_image_status_and_reports_task_errors(
 def test_records_let_go_ride_on_the_next_write_that_matters() -> None:
     record = {"name": "shop-report-1", "scheduledTime": "2026-09-11T15:00:00Z", "run": True, "finished": True}
     other = {"name": "shop-report-2", "scheduledTime": "2026-09-11T15:01:00Z", "run": True}
-    task: dict[str, Any] = {"name": "report", "checkedUntil": "2026-09-11T15:01:00Z", "jobs": [record, other],
-                            "suspensions": [{"since": "x", "until": "y"}]}  # fmt: skip
+    task: dict[str, Any] = {
+        "name": "report",
+        "checkedUntil": "2026-09-11T15:01:00Z",
+        "jobs": [record, other],
+        "suspensions": [{"since": "x", "until": "y"}],
+    }
     old = {"observedGeneration": 1, "tasks": [task]}
 
     def new(**fields: Any) -> dict[str, Any]:
@@ -241,18 +248,31 @@ def test_a_status_of_a_fire_or_runs_that_started_may_wait_for_what_comes_next() 
     active = {"key": "t@1", "job": "j1", "scheduledTime": "2026-09-11T15:01:00Z", "state": "Active", "attempts": 0}
     done = {"key": "t@0", "job": "j0", "scheduledTime": "2026-09-11T15:00:00Z", "state": "Succeeded", "attempts": 1}
     before: dict[str, Any] = {
-        "lastRunTime": "2026-09-11T15:00:00Z", "nextRunTime": "2026-09-11T15:01:00Z",
-        "tasks": [{"name": "t", "counts": {"runs": 1, "succeeded": 1}, "recent": [done], "lastRun": done,
-                   "nextRunTime": "2026-09-11T15:01:00Z", "jobs": [{"name": "j0", "finished": True, "run": True}]}],
-    }  # fmt: skip
+        "lastRunTime": "2026-09-11T15:00:00Z",
+        "nextRunTime": "2026-09-11T15:01:00Z",
+        "tasks": [
+            {
+                "name": "t",
+                "counts": {"runs": 1, "succeeded": 1},
+                "recent": [done],
+                "lastRun": done,
+                "nextRunTime": "2026-09-11T15:01:00Z",
+                "jobs": [{"name": "j0", "finished": True, "run": True}],
+            }
+        ],
+    }
     fired = copy.deepcopy(before)
     fired["nextRunTime"] = fired["tasks"][0]["nextRunTime"] = "2026-09-11T15:02:00Z"
     assert status.changed(fired, before) and status.can_wait(fired, before) == "time"  # waits for its run
     started = copy.deepcopy(fired)
     started["lastRunTime"] = "2026-09-11T15:01:00Z"
-    started["tasks"][0].update(counts={"runs": 2, "succeeded": 1}, recent=[active, done], lastRun=active,
-                               jobs=[*before["tasks"][0]["jobs"], {"name": "j1", "run": True}],
-                               checkedUntil="2026-09-11T15:01:00Z")  # fmt: skip
+    started["tasks"][0].update(
+        counts={"runs": 2, "succeeded": 1},
+        recent=[active, done],
+        lastRun=active,
+        jobs=[*before["tasks"][0]["jobs"], {"name": "j1", "run": True}],
+        checkedUntil="2026-09-11T15:01:00Z",
+    )
     # (its fire, which has its Job, is settled: the settled time moved over fires that ran)
     assert status.can_wait(started, before) == "starts"
     skipped = copy.deepcopy(started)

@@ -157,10 +157,18 @@ def test_env_merge_order(appschedule: dict[str, Any], deployment: dict[str, Any]
     cronjob = render(appschedule, deployment).cronjobs["sync-inventory"]
     env = container_of(cronjob)["env"]
     assert [v["name"] for v in env] == [
-        "NODE_ENV", "DATABASE_URL", "LOG_LEVEL", "X", "SYNC_BATCH_SIZE",
-        "APPSCHEDULE_NAME", "APPSCHEDULE_NAMESPACE", "APPSCHEDULE_TASK", "APPSCHEDULE_SCHEDULE",
-        "APPSCHEDULE_TIME_ZONE", "APPSCHEDULE_JOB_NAME",
-    ]  # fmt: skip
+        "NODE_ENV",
+        "DATABASE_URL",
+        "LOG_LEVEL",
+        "X",
+        "SYNC_BATCH_SIZE",
+        "APPSCHEDULE_NAME",
+        "APPSCHEDULE_NAMESPACE",
+        "APPSCHEDULE_TASK",
+        "APPSCHEDULE_SCHEDULE",
+        "APPSCHEDULE_TIME_ZONE",
+        "APPSCHEDULE_JOB_NAME",
+    ]
     values = {v["name"]: v.get("value") for v in env}
     assert values["NODE_ENV"] == "task" and values["X"] == "t" and values["APPSCHEDULE_TASK"] == "sync-inventory"
     assert values["APPSCHEDULE_SCHEDULE"] == "*/5 * * * *" and values["APPSCHEDULE_TIME_ZONE"] == "Europe/Berlin"

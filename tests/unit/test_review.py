@@ -28,9 +28,16 @@ def deployment() -> dict[str, Any]:
 
 
 def appschedule(name: str, tasks: list[dict[str, Any]], created: str = "2026-03-01T00:00:00Z") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "shop", "uid": f"uid-{name}", "generation": 1,
-                         "creationTimestamp": created},
-            "spec": {"deploymentRef": {"name": "web"}, "tasks": tasks}}  # fmt: skip
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "creationTimestamp": created,
+        },
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": tasks},
+    }
 
 
 def task(name: str, schedule: str = "0 17 * * 5", **extra: Any) -> dict[str, Any]:
@@ -84,8 +91,18 @@ def test_4d_one_bad_time_zone_of_100_tasks_is_one_bounded_event(deployment: dict
     assert "tasks 't0', 't1', 't2' and 97 more (spec.timeZone)" in message
 
 
-@pytest.mark.parametrize(("status", "kind"), [(403, "ours"), (404, "ours"), (422, "refused"), (400, "refused"),
-                                              (409, "conflict"), (500, "transient"), (429, "transient")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (403, "ours"),
+        (404, "ours"),
+        (422, "refused"),
+        (400, "refused"),
+        (409, "conflict"),
+        (500, "transient"),
+        (429, "transient"),
+    ],
+)
 def test_4e_forbidden_and_not_found_are_ours_not_the_users(status: int, kind: str) -> None:
     error = ApiException(status=status, reason="x")
     error.body = json.dumps({"message": "m"})

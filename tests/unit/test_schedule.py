@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from appschedule.core import schedule as S
+from appschedule.core.keys import rfc3339 as iso
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = json.loads((REPO / "tests/unit/data/robfig_cases.json").read_text())
@@ -29,10 +30,6 @@ STRICTER = {
 
 def utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stricter(expression: str) -> bool:
@@ -170,7 +167,7 @@ def test_accepted_forms() -> None:
         "0 0 29 2 *",
         "0 0 13 * 5",
     ]:
-        S.parse(expression, "Europe/Berlin")  # fmt: skip
+        S.parse(expression, "Europe/Berlin")
 
 
 def test_day_of_month_or_day_of_week() -> None:
@@ -188,8 +185,17 @@ def test_count_of_a_week_of_minutes_is_one_step() -> None:
     assert year == 365 * 24 * 12
 
 
-ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe",
-         "America/Santiago", "America/Havana", "Asia/Kolkata", "Pacific/Chatham"]  # fmt: skip
+ZONES = [
+    "UTC",
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Sydney",
+    "Australia/Lord_Howe",
+    "America/Santiago",
+    "America/Havana",
+    "Asia/Kolkata",
+    "Pacific/Chatham",
+]
 FIELD_CHOICES = [
     ["*", "0", "30", "*/7", "5-50/10", "0,15,45", "59"],
     ["*", "0", "1", "2", "3", "9,10", "*/3", "23", "1-5"],

@@ -20,8 +20,17 @@ import pytest
 from appschedule.core import schedule as S
 from appschedule.core.schedule import _day_matches, _go_date, _wall
 
-ZONES = ["Europe/Berlin", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe", "America/Santiago",
-         "America/Havana", "Pacific/Chatham", "Asia/Beirut", "UTC"]  # fmt: skip
+ZONES = [
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Sydney",
+    "Australia/Lord_Howe",
+    "America/Santiago",
+    "America/Havana",
+    "Pacific/Chatham",
+    "Asia/Beirut",
+    "UTC",
+]
 FIELDS = [
     ["*", "0", "30", "*/7", "5-50/10", "0,15,45", "59", "10"],
     ["*", "0", "1", "2", "3", "23", "0,1", "1-3", "*/2", "22"],
@@ -182,8 +191,11 @@ def test_repeats_are_the_chains_repeated_wall_times(seed: int) -> None:
         zone = ZoneInfo(parsed.time_zone)
         fires = chain(parsed, unix(start - timedelta(days=3)), unix(end))
         expected = [
-            f for previous, f in itertools.pairwise(fires)
-            if unix(start) < f and parsed.fixed_hours and f - previous <= 3 * 3600
+            f
+            for previous, f in itertools.pairwise(fires)
+            if unix(start) < f
+            and parsed.fixed_hours
+            and f - previous <= 3 * 3600
             and _wall(zone, previous)[:5] == _wall(zone, f)[:5]
-        ]  # fmt: skip
+        ]
         assert [unix(f) for f in S.repeats_between(parsed, start, end)] == expected, (parsed.expression, at)

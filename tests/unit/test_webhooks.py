@@ -24,15 +24,27 @@ FIRE = datetime(2026, 9, 11, 17, 0, tzinfo=UTC)
 
 def appschedule(**task: Any) -> dict[str, Any]:
     base = {"name": "report", "schedule": "0 17 * * 5", "command": ["report"], **task}
-    return {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
-            "metadata": {"name": "shop", "namespace": "shop", "uid": "u1"},
-            "spec": {"deploymentRef": {"name": "web"}, "tasks": [base]}}  # fmt: skip
+    return {
+        "apiVersion": naming.API_VERSION,
+        "kind": naming.KIND,
+        "metadata": {"name": "shop", "namespace": "shop", "uid": "u1"},
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": [base]},
+    }
 
 
-DEPLOYMENT = {"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
-    "metadata": {"labels": {"app": "web"}},
-    "spec": {"initContainers": [{"name": "migrate", "image": "app:1"}],
-             "containers": [{"name": "app", "image": "app:1", "env": [{"name": "A", "value": "1"}]}]}}}}  # fmt: skip
+DEPLOYMENT = {
+    "metadata": {"name": "web"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {
+                "initContainers": [{"name": "migrate", "image": "app:1"}],
+                "containers": [{"name": "app", "image": "app:1", "env": [{"name": "A", "value": "1"}]}],
+            },
+        },
+    },
+}
 
 
 def job_from_cronjob(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -41,11 +53,15 @@ def job_from_cronjob(name: str, annotations: dict[str, str] | None = None) -> di
     template = cronjob["spec"]["jobTemplate"]
     pod = dict(template["spec"]["template"]["spec"], initContainers=[{"name": "migrate", "image": "app:1"}])
     return {
-        "metadata": {"name": name, "namespace": "shop", "labels": template["metadata"]["labels"],
-                     "annotations": annotations or {},
-                     "ownerReferences": [{"kind": "CronJob", "name": cronjob["metadata"]["name"], "uid": "c"}]},
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "labels": template["metadata"]["labels"],
+            "annotations": annotations or {},
+            "ownerReferences": [{"kind": "CronJob", "name": cronjob["metadata"]["name"], "uid": "c"}],
+        },
         "spec": {**template["spec"], "template": {**template["spec"]["template"], "spec": pod}},
-    }  # fmt: skip
+    }
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
@@ -78,9 +94,13 @@ def test_a_job_without_our_label_is_left_alone() -> None:
 
 
 def test_a_malformed_job_still_gets_a_key_from_its_name() -> None:
-    body = {"metadata": {"name": "shop-report-29819100", "labels": {naming.LABEL_TASK: "report",
-                                                                   naming.LABEL_APPSCHEDULE: "shop"}},
-            "spec": "not a mapping"}  # fmt: skip
+    body = {
+        "metadata": {
+            "name": "shop-report-29819100",
+            "labels": {naming.LABEL_TASK: "report", naming.LABEL_APPSCHEDULE: "shop"},
+        },
+        "spec": "not a mapping",
+    }
     patch = mutate_job(body, NOW)
     assert patch["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == "report@2026-09-11T17:00:00Z"
 
@@ -110,8 +130,12 @@ def test_key_command_prints_the_key_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cronjob = naming.cronjob_name("shop", "report")
-    for name, value in {"APPSCHEDULE_NAME": "shop", "APPSCHEDULE_TASK": "report", "APPSCHEDULE_SCHEDULE": "* * * * *",
-                        "APPSCHEDULE_JOB_NAME": f"{cronjob}-29819100"}.items():  # fmt: skip
+    for name, value in {
+        "APPSCHEDULE_NAME": "shop",
+        "APPSCHEDULE_TASK": "report",
+        "APPSCHEDULE_SCHEDULE": "* * * * *",
+        "APPSCHEDULE_JOB_NAME": f"{cronjob}-29819100",
+    }.items():
         monkeypatch.setenv(name, value)
     assert cli.main(["key"]) == 0
     assert capsys.readouterr().out.strip() == "report@2026-09-11T17:00:00Z"
@@ -128,9 +152,12 @@ def test_the_author_of_a_spec_must_be_allowed_to_create_jobs() -> None:
     user = {"username": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"], "extra": {"scope": ("a",)}}
     review = admission.job_access_review(user, "shop")
     assert review["spec"] == {
-        "user": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"], "extra": {"scope": ["a"]},
+        "user": "alice",
+        "uid": "u1",
+        "groups": ["dev", "system:authenticated"],
+        "extra": {"scope": ["a"]},
         "resourceAttributes": {"namespace": "shop", "verb": "create", "group": "batch", "resource": "jobs"},
-    }  # fmt: skip
+    }
     assert admission.access_refusal(user, "shop", {"allowed": True}) is None
     assert admission.access_refusal(user, "shop", {"allowed": True, "denied": True}) is not None
     refusal = admission.access_refusal(user, "shop", {"allowed": False, "reason": "no RBAC rule"})
@@ -203,8 +230,15 @@ def test_validation_answers_refusals_with_code_and_message() -> None:
         raise TimeoutError
 
     def review(body: dict[str, Any], operation: str = "CREATE", old: Any = None) -> dict[str, Any]:
-        return {"request": {"uid": "v", "operation": operation, "object": body, "oldObject": old,
-                            "userInfo": {"username": "alice"}}}  # fmt: skip
+        return {
+            "request": {
+                "uid": "v",
+                "operation": operation,
+                "object": body,
+                "oldObject": old,
+                "userInfo": {"username": "alice"},
+            }
+        }
 
     bad = appschedule(schedule="61 * * * *")
     response = answered(asyncio.run(webhook_server.check_appschedule(review(bad), never)))
@@ -234,8 +268,12 @@ def test_the_configurations_call_each_webhook_at_its_path() -> None:
     assert validating["webhooks"][0]["clientConfig"]["url"] == "https://h:1/check-appschedules"
     service = {"service": {"namespace": "ops", "name": "op", "port": 443}}
     (only,) = admission.configurations("t", {"validation"}, service)
-    assert only["webhooks"][0]["clientConfig"]["service"] == {"namespace": "ops", "name": "op", "port": 443,
-                                                              "path": "/check-appschedules"}  # fmt: skip
+    assert only["webhooks"][0]["clientConfig"]["service"] == {
+        "namespace": "ops",
+        "name": "op",
+        "port": 443,
+        "path": "/check-appschedules",
+    }
     assert service["service"] == {"namespace": "ops", "name": "op", "port": 443}  # not changed in place
 
 

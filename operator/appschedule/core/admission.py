@@ -55,8 +55,11 @@ def _list(value: Any) -> list[Any]:
 def _env_of(containers: list[Any]) -> dict[str, str]:
     """The literal env values of the first container that has them (the task's container)."""
     for container in containers:
-        values = {str(v.get("name")): str(v.get("value")) for v in _list(_dict(container).get("env"))
-                  if isinstance(v, Mapping) and "value" in v}  # fmt: skip
+        values = {
+            str(v.get("name")): str(v.get("value"))
+            for v in _list(_dict(container).get("env"))
+            if isinstance(v, Mapping) and "value" in v
+        }
         if "APPSCHEDULE_SCHEDULE" in values:
             return values
     return {}
@@ -85,8 +88,11 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     created = keys.parse_time(meta.get("creationTimestamp")) or now.astimezone(UTC)
     scheduled = keys.scheduled_time(
         annotations={k: str(v) for k, v in _dict(meta.get("annotations")).items()},
-        job_name=str(meta.get("name") or ""), cronjob=cronjob, created=created, schedule=schedule,
-    )  # fmt: skip
+        job_name=str(meta.get("name") or ""),
+        cronjob=cronjob,
+        created=created,
+        schedule=schedule,
+    )
     added = keys.container_env(scheduled.time, task)
     spec_patch: dict[str, Any] = {"containers": [keys.with_env(c, added) for c in containers]}
     if init:
@@ -109,8 +115,10 @@ def check_appschedule(appschedule: Mapping[str, Any]) -> str | None:
     """Why the API server should refuse this AppSchedule (the Ready condition's message), or None."""
     spec = _dict(appschedule.get("spec"))
     wanted = _dict(spec.get("deploymentRef")).get("container") or "app"
-    deployment = {"metadata": {"name": "-"},
-                  "spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}}}  # fmt: skip
+    deployment = {
+        "metadata": {"name": "-"},
+        "spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}},
+    }
     errors = render(appschedule, deployment).errors
     return summarize(errors) if errors else None
 
@@ -156,8 +164,9 @@ WEBHOOK_IDS = {"keys": KEY_JOBS, "validation": CHECK_APPSCHEDULES}
 TIMEOUT_SECONDS = 10  # the chart's default: the API server's wait before it fails open (Ignore)
 
 
-def respond(review: Mapping[str, Any], *, patch: list[dict[str, Any]] | None = None, refusal: str | None = None,
-            code: int = 403) -> dict[str, Any]:  # fmt: skip
+def respond(
+    review: Mapping[str, Any], *, patch: list[dict[str, Any]] | None = None, refusal: str | None = None, code: int = 403
+) -> dict[str, Any]:
     """The AdmissionReview that answers ``review``: allowed (with a JSON patch), or refused with a message."""
     response: dict[str, Any] = {"uid": str(_dict(review.get("request")).get("uid") or ""), "allowed": refusal is None}
     if refusal is not None:
@@ -165,8 +174,11 @@ def respond(review: Mapping[str, Any], *, patch: list[dict[str, Any]] | None = N
     elif patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode("ascii")
-    return {"apiVersion": str(review.get("apiVersion") or "admission.k8s.io/v1"), "kind": "AdmissionReview",
-            "response": response}  # fmt: skip
+    return {
+        "apiVersion": str(review.get("apiVersion") or "admission.k8s.io/v1"),
+        "kind": "AdmissionReview",
+        "response": response,
+    }
 
 
 def json_patch(obj: Mapping[str, Any], merge: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -205,25 +217,62 @@ def configurations(name: str, kinds: Iterable[str], client: Mapping[str, Any]) -
             config["service"] = {**_dict(config.get("service")), "path": f"/{webhook}"}
         return config
 
-    common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Ignore",
-              "matchPolicy": "Equivalent", "timeoutSeconds": TIMEOUT_SECONDS}  # fmt: skip
+    common = {
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Ignore",
+        "matchPolicy": "Equivalent",
+        "timeoutSeconds": TIMEOUT_SECONDS,
+    }
     found: list[dict[str, Any]] = []
     if "keys" in kinds:
-        found.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-                      "metadata": {"name": name}, "webhooks": [{
-                          "name": f"{KEY_JOBS}.{name}", **common, "reinvocationPolicy": "Never",
-                          "clientConfig": client_for(KEY_JOBS),
-                          "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                     "resources": ["jobs"], "scope": "Namespaced"}],
-                          "objectSelector": {"matchExpressions": [{"key": naming.LABEL_TASK, "operator": "Exists"}]},
-                      }]})  # fmt: skip
+        found.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": name},
+                "webhooks": [
+                    {
+                        "name": f"{KEY_JOBS}.{name}",
+                        **common,
+                        "reinvocationPolicy": "Never",
+                        "clientConfig": client_for(KEY_JOBS),
+                        "rules": [
+                            {
+                                "apiGroups": ["batch"],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE"],
+                                "resources": ["jobs"],
+                                "scope": "Namespaced",
+                            }
+                        ],
+                        "objectSelector": {"matchExpressions": [{"key": naming.LABEL_TASK, "operator": "Exists"}]},
+                    }
+                ],
+            }
+        )
     if "validation" in kinds:
-        found.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-                      "metadata": {"name": name}, "webhooks": [{
-                          "name": f"{CHECK_APPSCHEDULES}.{name}", **common,
-                          "clientConfig": client_for(CHECK_APPSCHEDULES),
-                          "rules": [{"apiGroups": [naming.GROUP], "apiVersions": [naming.VERSION],
-                                     "operations": ["CREATE", "UPDATE"], "resources": [naming.PLURAL],
-                                     "scope": "Namespaced"}],
-                      }]})  # fmt: skip
+        found.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": name},
+                "webhooks": [
+                    {
+                        "name": f"{CHECK_APPSCHEDULES}.{name}",
+                        **common,
+                        "clientConfig": client_for(CHECK_APPSCHEDULES),
+                        "rules": [
+                            {
+                                "apiGroups": [naming.GROUP],
+                                "apiVersions": [naming.VERSION],
+                                "operations": ["CREATE", "UPDATE"],
+                                "resources": [naming.PLURAL],
+                                "scope": "Namespaced",
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
     return found

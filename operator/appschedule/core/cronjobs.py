@@ -29,9 +29,14 @@ HASH_ANNOTATION = f"{naming.GROUP}/rendered-hash"
 
 # list field -> the key its items are merged by (server-side apply's listMapKeys in the core types)
 LIST_KEYS = {
-    "containers": "name", "initContainers": "name", "env": "name", "volumes": "name", "imagePullSecrets": "name",
-    "volumeMounts": "mountPath", "ownerReferences": "uid",
-}  # fmt: skip
+    "containers": "name",
+    "initContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "imagePullSecrets": "name",
+    "volumeMounts": "mountPath",
+    "ownerReferences": "uid",
+}
 
 
 def rendered_hash(manifest: Manifest) -> str:

@@ -23,12 +23,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from . import naming
 from .schedule import EARLIEST, LATEST, Schedule, in_range, repeat_of, round_down
 
-FINALIZER = f"{naming.GROUP}/ledger"
-SOURCES = ("annotation", "controller", "name", "created")
+Source = Literal["annotation", "controller", "name", "created"]  # where a Job's scheduled time was read
 
 
 def rfc3339(moment: datetime) -> str:
@@ -71,7 +71,7 @@ def time_from_name(job: str, cronjob: str | None = None) -> datetime | None:
 @dataclass(frozen=True)
 class Scheduled:
     time: datetime
-    source: str  # one of SOURCES
+    source: Source
     problem: str | None = None  # what was ignored: an annotation or a name that is not a time in range
 
     def key(self, task: str) -> str:

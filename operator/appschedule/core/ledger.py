@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from . import keys, naming
+from .keys import parse_time, rfc3339
 from .models import JOBS_MAX, NAME_MAX, SUSPENSIONS_MAX, Counts, JobRecord, RunRecord, Suspension, TaskStatus
 from .schedule import Schedule, count_fires, next_fire, previous_fire, repeat_of, repeats_between
 from .view import JobView
@@ -109,30 +110,21 @@ def record_name(name: str) -> str:
     return f"{cut}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
 
 
-def _ascii(text: str, limit: int) -> str:
-    return text.encode("ascii", "backslashreplace").decode()[:limit]
-
-
-def _t(text: str | None) -> datetime | None:
-    return keys.parse_time(text)
-
-
-def _s(moment: datetime) -> str:
-    return keys.rfc3339(moment)
-
-
 def _clean(text: str | None) -> str | None:
     """A time read from a Job, written back only as the RFC 3339 it parses to (never as given)."""
-    moment = _t(text)
-    return None if moment is None else _s(moment)
+    moment = parse_time(text)
+    return None if moment is None else rfc3339(moment)
 
 
 def job_time(job: JobView, config: TaskConfig) -> keys.Scheduled:
-    created = _t(job.created) or datetime.fromtimestamp(0, UTC)
+    created = parse_time(job.created) or datetime.fromtimestamp(0, UTC)
     return keys.scheduled_time(
-        annotations=job.annotations, job_name=job.name, cronjob=config.cronjob, created=created,
+        annotations=job.annotations,
+        job_name=job.name,
+        cronjob=config.cronjob,
+        created=created,
         schedule=config.schedule,
-    )  # fmt: skip
+    )
 
 
 def _state(job: JobView) -> str:
@@ -230,15 +222,24 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     """One step of the task's ledger (see the module docstring): the phases below, in order."""
     now = now.replace(microsecond=0)
     base = tracked(progress, config, now)
-    since = _t(base.tracking_since) or now
-    book = Book(config=config, now=now, base=base, since=since, checked=_t(base.checked_until) or since,
-                tally=Tally.of(base.counts), recent={r.scheduled_time: r for r in base.recent or []},
-                records={r.name: r for r in base.jobs or []})  # fmt: skip
+    since = parse_time(base.tracking_since) or now
+    book = Book(
+        config=config,
+        now=now,
+        base=base,
+        since=since,
+        checked=parse_time(base.checked_until) or since,
+        tally=Tally.of(base.counts),
+        recent={r.scheduled_time: r for r in base.recent or []},
+        records={r.name: r for r in base.jobs or []},
+    )
     seen = Seen.of(jobs, config)
     run_times, waiting = admit(book, seen)
     follow(book, seen)
     spans = suspension_spans(base, config, now)
-    job_times = {_t(r.scheduled_time) for r in book.records.values()} | {_t(t) for t in run_times} | waiting
+    job_times = (
+        {parse_time(r.scheduled_time) for r in book.records.values()} | {parse_time(t) for t in run_times} | waiting
+    )
     known = {t for t in job_times if t is not None}
     blocked = blocked_spans(book, seen, jobs, spans)
     settle(book, seen, settled_until(config, book.checked, known, now), known, blocked)
@@ -246,19 +247,30 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     ordered = sorted(book.recent.values(), key=lambda r: r.scheduled_time, reverse=True)[:RECENT]
     book.problems += health(config.task, ordered)
     runs = [r for r in ordered if r.job]
-    status = book.base.model_copy(update={
-        "checked_until": _s(book.checked),
-        "late_since": late_since if late_since and (_t(late_since) or now) > book.checked else None,
-        "counts": book.tally.counts(),
-        "recent": ordered or None,
-        "last_run": runs[0] if runs else book.base.last_run,
-        "jobs": sorted(book.records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
-        "suspensions": [Suspension(since=_s(start), until=_s(end) if end else None)
-                        for start, end in spans if end is None or end > book.checked][-SUSPENSIONS_MAX:] or None,
-    })  # fmt: skip
-    return Advance(status=status, events=[_event(reason, config.task, notes) for reason, notes in book.notes.items()],
-                   release=book.release, finished=book.finished, wake_at=book.wake_at,
-                   problems=book.problems)  # fmt: skip
+    status = book.base.model_copy(
+        update={
+            "checked_until": rfc3339(book.checked),
+            "late_since": late_since if late_since and (parse_time(late_since) or now) > book.checked else None,
+            "counts": book.tally.counts(),
+            "recent": ordered or None,
+            "last_run": runs[0] if runs else book.base.last_run,
+            "jobs": sorted(book.records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
+            "suspensions": [
+                Suspension(since=rfc3339(start), until=rfc3339(end) if end else None)
+                for start, end in spans
+                if end is None or end > book.checked
+            ][-SUSPENSIONS_MAX:]
+            or None,
+        }
+    )
+    return Advance(
+        status=status,
+        events=[_event(reason, config.task, notes) for reason, notes in book.notes.items()],
+        release=book.release,
+        finished=book.finished,
+        wake_at=book.wake_at,
+        problems=book.problems,
+    )
 
 
 def tracked(progress: TaskStatus | None, config: TaskConfig, now: datetime) -> TaskStatus:
@@ -267,10 +279,15 @@ def tracked(progress: TaskStatus | None, config: TaskConfig, now: datetime) -> T
     base = progress or TaskStatus(name=config.task)
     schedule = config.schedule
     if base.tracking_since is None or (base.schedule, base.time_zone) != (schedule.expression, schedule.time_zone):
-        return base.model_copy(update={
-            "schedule": schedule.expression, "time_zone": schedule.time_zone, "tracking_since": _s(now),
-            "checked_until": _s(now), "late_since": None,
-        })  # fmt: skip
+        return base.model_copy(
+            update={
+                "schedule": schedule.expression,
+                "time_zone": schedule.time_zone,
+                "tracking_since": rfc3339(now),
+                "checked_until": rfc3339(now),
+                "late_since": None,
+            }
+        )
     return base
 
 
@@ -286,7 +303,7 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
     waiting: set[datetime] = set()
     for name in seen.filed - records.keys():
         if seen.timed[name].problem is None and seen.timed[name].time >= book.since:
-            run_times.add(_s(seen.timed[name].time))
+            run_times.add(rfc3339(seen.timed[name].time))
     for job in sorted(seen.by_name.values(), key=lambda j: (j.created, j.name)):
         name = record_name(job.name)
         if name in records or name in seen.filed:
@@ -306,7 +323,7 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
             waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
             continue
         key = keys.key_of(config.task, scheduled)
-        stamp = _s(scheduled)
+        stamp = rfc3339(scheduled)
         injected = bool(job.annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY))
         if not injected:
             book.note("KeyNotInjected", f"{job.name} ({key})")
@@ -318,15 +335,21 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
                 recent[stamp] = old.model_copy(update={"duplicates": (old.duplicates or 0) + 1})
             records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
             continue
-        created = _t(job.created) or book.now
+        created = parse_time(job.created) or book.now
         delay = max(0, int((created - scheduled).total_seconds()))
         book.tally.runs += 1
         if delay > config.grace:
             book.tally.late += 1
         recent[stamp] = RunRecord(
-            key=key, job=name, scheduled_time=stamp, state="Active", start_time=_clean(job.created),
-            delay_seconds=delay, attempts=0, key_injected=None if injected else False,
-        )  # fmt: skip
+            key=key,
+            job=name,
+            scheduled_time=stamp,
+            state="Active",
+            start_time=_clean(job.created),
+            delay_seconds=delay,
+            attempts=0,
+            key_injected=None if injected else False,
+        )
         records[name] = JobRecord(name=name, scheduled_time=stamp, run=True, active_from=_clean(job.created))
         run_times.add(stamp)
     return run_times, waiting
@@ -358,10 +381,15 @@ def follow(book: Book, seen: Seen) -> None:
             continue
         attempts = job.active + job.succeeded + job.failed
         if run is not None:
-            run = run.model_copy(update={"attempts": attempts, "state": _state(job),
-                                         "finish_time": _clean(job.finish_time) or run.finish_time})  # fmt: skip
+            run = run.model_copy(
+                update={
+                    "attempts": attempts,
+                    "state": _state(job),
+                    "finish_time": _clean(job.finish_time) or run.finish_time,
+                }
+            )
             recent[stamp] = run
-        key = keys.key_of(config.task, _t(stamp) or now)
+        key = keys.key_of(config.task, parse_time(stamp) or now)
         if record.finished:
             if job.finalizer or name not in seen.filed:
                 book.release.append(job.name)
@@ -376,12 +404,12 @@ def follow(book: Book, seen: Seen) -> None:
 def _ended(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, key: str) -> JobRecord:
     """A counted Job that has finished (or is being deleted before it did): its outcome counted once."""
     stamp, now = record.scheduled_time, book.now
-    started = _t(job.created) or now
+    started = parse_time(job.created) or now
     if record.run:
         if job.outcome == "Complete":
             book.tally.succeeded += 1
-            last = _t(book.base.last_successful_time)
-            if last is None or (_t(stamp) or now) > last:
+            last = parse_time(book.base.last_successful_time)
+            if last is None or (parse_time(stamp) or now) > last:
                 book.base = book.base.model_copy(update={"last_successful_time": stamp})
             book.finished.append(("succeeded", _seconds(started, job.finish_time, now)))
         else:
@@ -407,7 +435,7 @@ def _stuck(book: Book, record: JobRecord, run: RunRecord | None, text: str) -> J
 def _active(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, key: str, attempts: int) -> JobRecord:
     """A counted Job still active: stuck past its deadline, or without a pod past the grace; when to look again."""
     config, now = book.config, book.now
-    started = _t(job.created) or now
+    started = parse_time(job.created) or now
     if config.active_deadline is not None:
         limit = started + timedelta(seconds=config.active_deadline) + SETTLE_SLACK
         if now >= limit and not record.stuck:
@@ -417,11 +445,13 @@ def _active(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, 
     if record.stuck:
         book.problems.append(("StuckRun", f"task {config.task!r}: run {key} is stuck"))
     if attempts == 0:
-        grace_end = (_t(record.scheduled_time) or now) + timedelta(seconds=config.grace)
+        grace_end = (parse_time(record.scheduled_time) or now) + timedelta(seconds=config.grace)
         if now >= grace_end:
             if not record.not_started:
-                book.note("RunNotStarted", f"{record.name} ({key}): no pod was started; see `kubectl describe job "
-                          f"{record.name}`")  # fmt: skip
+                book.note(
+                    "RunNotStarted",
+                    f"{record.name} ({key}): no pod was started; see `kubectl describe job {record.name}`",
+                )
                 record = record.model_copy(update={"not_started": True})
             book.problems.append(("RunNotStarted", f"task {config.task!r}: Job {record.name} ({key}) has no pod"))
         else:
@@ -436,7 +466,7 @@ def suspension_spans(base: TaskStatus, config: TaskConfig, now: datetime) -> lis
     """The spans the CronJob was suspended: one opens when this reconcile suspends it and closes when it
     resumes (``config`` is what this reconcile writes), so a time is skipped for it even when it is settled
     after the resume."""
-    spans: list[Span] = [(_t(s.since) or now, _t(s.until)) for s in base.suspensions or []]
+    spans: list[Span] = [(parse_time(s.since) or now, parse_time(s.until)) for s in base.suspensions or []]
     if config.suspend and not (spans and spans[-1][1] is None):
         spans.append((now, None))
     elif not config.suspend and spans and spans[-1][1] is None:
@@ -476,16 +506,22 @@ def blocked_spans(book: Book, seen: Seen, jobs: Sequence[JobView], spans: Sequen
     now = book.now
     reasons = [(start, end or now) for start, end in spans]
     if book.config.concurrency == "Forbid":
-        reasons += [(_t(j.created) or now, _t(j.finish_time) or now) for j in jobs if _t(j.created)]
         reasons += [
-            (start, end) for r in book.records.values() if r.name not in seen.by_name
-            for start, end in [(_t(r.active_from), _t(r.active_until))] if start is not None and end is not None
-        ]  # fmt: skip
+            (parse_time(j.created) or now, parse_time(j.finish_time) or now) for j in jobs if parse_time(j.created)
+        ]
+        reasons += [
+            (start, end)
+            for r in book.records.values()
+            if r.name not in seen.by_name
+            for start, end in [(parse_time(r.active_from), parse_time(r.active_until))]
+            if start is not None and end is not None
+        ]
     return _merge(reasons)
 
 
-def settle(book: Book, seen: Seen, until: datetime, job_times: set[datetime],
-           blocked: Sequence[tuple[datetime, datetime]]) -> None:  # fmt: skip
+def settle(
+    book: Book, seen: Seen, until: datetime, job_times: set[datetime], blocked: Sequence[tuple[datetime, datetime]]
+) -> None:
     """Settle the times in (checked, until] that got no Job: skipped where a span gives the reason, else
     missed; then let go of the records of gone or filed Jobs whose time and span are now settled."""
     checked, schedule, config = book.checked, book.config.schedule, book.config
@@ -495,9 +531,10 @@ def settle(book: Book, seen: Seen, until: datetime, job_times: set[datetime],
     ran = {t for t in job_times if checked < t <= until and previous_fire(schedule, t) == t}
     empty = max(0, fires - len(ran))
     skipped = sum(
-        count_fires(schedule, max(start, checked), min(end, until)) for start, end in blocked
+        count_fires(schedule, max(start, checked), min(end, until))
+        for start, end in blocked
         if min(end, until) > max(start, checked)
-    )  # fmt: skip
+    )
     skipped -= sum(1 for t in ran if _within(t, blocked))
     skipped = max(0, min(skipped, empty))
     missed = empty - skipped
@@ -506,15 +543,19 @@ def settle(book: Book, seen: Seen, until: datetime, job_times: set[datetime],
     if missed:
         times = _missed_times(schedule, checked, until, ran, blocked, missed)
         for moment in times:
-            stamp = _s(moment)
-            book.recent.setdefault(stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp,
-                                                    state="Missed"))  # fmt: skip
+            stamp = rfc3339(moment)
+            book.recent.setdefault(
+                stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp, state="Missed")
+            )
         previous = list(book.base.missed_times or [])
         book.base = book.base.model_copy(
-            update={"missed_times": sorted({*previous, *map(_s, times)}, reverse=True)[:RECENT]}
+            update={"missed_times": sorted({*previous, *map(rfc3339, times)}, reverse=True)[:RECENT]}
         )
-        book.note("MissedRun", f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})",
-                  count=missed)  # fmt: skip
+        book.note(
+            "MissedRun",
+            f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})",
+            count=missed,
+        )
     book.checked = until
     for name, record in list(book.records.items()):  # gone or filed Jobs whose time and span are now settled
         gone = name not in seen.by_name or (name in seen.filed and record.finished)
@@ -533,11 +574,14 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
     if pending is not None and pending <= now and not config.suspend and not _within(pending, blocked):
         grace_end = pending + timedelta(seconds=config.grace)
         if now >= grace_end:
-            if late_since != _s(pending):
-                book.note("RunLate", f"{keys.key_of(config.task, pending)}: no Job "
-                          f"{int((now - pending).total_seconds())}s after its time")  # fmt: skip
-                late_since = _s(pending)
-            book.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {_s(pending)}"))
+            if late_since != rfc3339(pending):
+                book.note(
+                    "RunLate",
+                    f"{keys.key_of(config.task, pending)}: no Job "
+                    f"{int((now - pending).total_seconds())}s after its time",
+                )
+                late_since = rfc3339(pending)
+            book.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {rfc3339(pending)}"))
         else:
             book.wake(grace_end)
         following = next_fire(schedule, pending)
@@ -568,11 +612,13 @@ def health(task: str, recent: Sequence[RunRecord]) -> list[tuple[str, str]]:
 
 def _settled(record: JobRecord, checked: datetime, now: datetime) -> bool:
     """Nothing of this gone Job can matter any more: its time, and the span it was active, are settled."""
-    return (_t(record.scheduled_time) or now) <= checked and (_t(record.active_until) or checked) <= checked
+    return (parse_time(record.scheduled_time) or now) <= checked and (
+        parse_time(record.active_until) or checked
+    ) <= checked
 
 
 def _seconds(start: datetime, finish: str | None, now: datetime) -> float:
-    end = _t(finish) or now
+    end = parse_time(finish) or now
     return max(0.0, (end - start).total_seconds())
 
 
@@ -604,12 +650,15 @@ def _missed_times(
 
 MESSAGE_MAX = 1024
 _TITLES = {
-    "RunLate": "run late", "DuplicateRun": "duplicate run", "RunFailed": "run failed", "StuckRun": "run stuck",
+    "RunLate": "run late",
+    "DuplicateRun": "duplicate run",
+    "RunFailed": "run failed",
+    "StuckRun": "run stuck",
     "RunNotStarted": "run not started",
     "OddJob": "Job not filed, its time cannot be read (its finalizer is released)",
     "KeyNotInjected": "Job admitted without its idempotency key (the webhook did not run; the app can derive "
     "the key with `python -m appschedule key`)",
-}  # fmt: skip
+}
 
 
 def _event(reason: str, task: str, notes: list[Note]) -> LedgerEvent:

@@ -32,8 +32,10 @@ SUSPENSIONS_MAX = 5
 ASCII = r"^[ -~]*$"  # what the operator writes from names, times and keys: one byte a character
 # what the API server would refuse in the CronJob it is written into, refused here already (the webhook and the
 # Ready condition name the field); the CRD's schema cannot say it (int-or-string, map keys)
-_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # fmt: skip
+_QUALIFIED_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -73,11 +75,26 @@ def _quantity(value: int | str) -> int | str:
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_FIELD_PATHS = {"metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
-                "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"}  # fmt: skip
+_FIELD_PATHS = {
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+    "spec.nodeName",
+    "spec.serviceAccountName",
+    "status.hostIP",
+    "status.hostIPs",
+    "status.podIP",
+    "status.podIPs",
+}
 _FIELD_PATH_KEYED = re.compile(r"^metadata\.(labels|annotations)\['[^']+'\]$")
-_RESOURCES = {"limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.cpu", "requests.memory",
-              "requests.ephemeral-storage"}  # fmt: skip
+_RESOURCES = {
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+}
 
 
 def _qualified_keys(what: str, values: dict[str, str] | None, *, label_values: bool) -> dict[str, str] | None:
@@ -152,8 +169,10 @@ class FieldSelector(Model):
     @classmethod
     def _supported(cls, value: str) -> str:
         if value not in _FIELD_PATHS and not _FIELD_PATH_KEYED.match(value):
-            raise ValueError(f"fieldPath {value!r} is not supported; use one of {', '.join(sorted(_FIELD_PATHS))}, "
-                             "metadata.labels['KEY'] or metadata.annotations['KEY']")  # fmt: skip
+            raise ValueError(
+                f"fieldPath {value!r} is not supported; use one of {', '.join(sorted(_FIELD_PATHS))}, "
+                "metadata.labels['KEY'] or metadata.annotations['KEY']"
+            )
         return value
 
     api_version: str | None = Field(None, description="Version of the schema fieldPath is written in.")
@@ -161,9 +180,13 @@ class FieldSelector(Model):
 
 class ResourceFieldSelector(Model):
     resource: Literal[
-        "limits.cpu", "limits.memory", "limits.ephemeral-storage",
-        "requests.cpu", "requests.memory", "requests.ephemeral-storage",
-    ] = Field(description="Container resource to select, e.g. limits.memory.")  # fmt: skip
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.ephemeral-storage",
+    ] = Field(description="Container resource to select, e.g. limits.memory.")
     container_name: str | None = Field(None, description="Container to read the resource of.")
     divisor: Quantity | None = Field(None, description="Output format of the exposed resources.")
 
@@ -180,8 +203,10 @@ class EnvVarSource(Model):
             f for f in ("config_map_key_ref", "secret_key_ref", "field_ref", "resource_field_ref") if getattr(self, f)
         ]
         if len(given) != 1:
-            raise ValueError("valueFrom needs exactly one of configMapKeyRef, secretKeyRef, fieldRef, resourceFieldRef"
-                             + (f" (has {len(given)})" if given else ""))  # fmt: skip
+            raise ValueError(
+                "valueFrom needs exactly one of configMapKeyRef, secretKeyRef, fieldRef, resourceFieldRef"
+                + (f" (has {len(given)})" if given else "")
+            )
         return self
 
 
@@ -471,18 +496,6 @@ class AppScheduleStatus(Model):
     )
 
 
-class AppSchedule(BaseModel):
-    """The whole object as the operator reads it (metadata kept as a plain dict)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
-
-    api_version: str = naming.API_VERSION
-    kind: str = naming.KIND
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: AppScheduleSpec
-    status: AppScheduleStatus | None = None
-
-
 # ---------------------------------------------------------------------------------------------------
 # The CRD
 
@@ -498,14 +511,30 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Image", "type": "string", "jsonPath": ".status.deployment.image", "priority": 1},
     {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1},
-    {"name": "Healthy", "type": "string", "priority": 1,
-     "jsonPath": '.status.conditions[?(@.type=="RunsHealthy")].status'},
-]  # fmt: skip
+    {
+        "name": "Healthy",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": '.status.conditions[?(@.type=="RunsHealthy")].status',
+    },
+]
 
 _KEEP = {
-    "type", "description", "enum", "pattern", "format", "minLength", "maxLength", "minimum", "maximum",
-    "minItems", "maxItems", "x-kubernetes-int-or-string", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
-}  # fmt: skip
+    "type",
+    "description",
+    "enum",
+    "pattern",
+    "format",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+}
 
 
 def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:

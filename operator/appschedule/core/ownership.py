@@ -33,18 +33,24 @@ def conflicts(world: World, tasks: Mapping[str, int]) -> dict[str, SpecError]:
         where = f"spec.tasks[{index}].name"
         if mine and task in world.held_elsewhere and task in world.senior_claimant:
             # two CronJobs for one task (made before this rule): the older AppSchedule keeps its own
-            why = (f"also runs as {world.held_elsewhere[task]}; AppSchedule {world.senior_claimant[task]!r} is "
-                   "older and keeps the task, so this AppSchedule's CronJob for it is removed")  # fmt: skip
+            why = (
+                f"also runs as {world.held_elsewhere[task]}; AppSchedule {world.senior_claimant[task]!r} is "
+                "older and keeps the task, so this AppSchedule's CronJob for it is removed"
+            )
         elif mine:
             continue
         elif task in world.held_elsewhere:
             why = f"already runs as {world.held_elsewhere[task]}; no CronJob of this AppSchedule while that exists"
         elif task in world.senior_claimant:
-            why = (f"already declared by AppSchedule {world.senior_claimant[task]!r} in this namespace "
-                   "(the older one keeps it); this AppSchedule gets no CronJob for it")  # fmt: skip
+            why = (
+                f"already declared by AppSchedule {world.senior_claimant[task]!r} in this namespace "
+                "(the older one keeps it); this AppSchedule gets no CronJob for it"
+            )
         elif cronjob in world.name_claimant:
-            why = (f"its CronJob name {cronjob!r} is also that of AppSchedule {world.name_claimant[cronjob]}; "
-                   "the older one keeps it")  # fmt: skip
+            why = (
+                f"its CronJob name {cronjob!r} is also that of AppSchedule {world.name_claimant[cronjob]}; "
+                "the older one keeps it"
+            )
         else:
             continue
         found[task] = SpecError(where, why, task=task, reason="TaskConflict")

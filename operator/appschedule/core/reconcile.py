@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import cronjobs, events, ledger, naming, ownership, status
+from . import cronjobs, events, keys, ledger, naming, ownership, status
 from .events import Event
 from .models import DEFAULTS, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
@@ -69,9 +69,14 @@ def plan(
     spec = view.spec
     errors: list[SpecError] = []
     if world.deployment is None:
-        errors.append(SpecError("spec.deploymentRef.name",
-                                f"Deployment {view.deployment!r} not found in namespace {view.namespace!r}; "
-                                "the CronJobs are left as they were", reason="DeploymentNotFound"))  # fmt: skip
+        errors.append(
+            SpecError(
+                "spec.deploymentRef.name",
+                f"Deployment {view.deployment!r} not found in namespace {view.namespace!r}; "
+                "the CronJobs are left as they were",
+                reason="DeploymentNotFound",
+            )
+        )
         wanted = (spec.get("deploymentRef") or {}).get("container") or "app"
         placeholder = {"spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}}}
         rendered = render(appschedule, placeholder)  # only for the tasks' own errors
@@ -110,12 +115,16 @@ def plan(
     for task, manifest in desired.items():
         running[task] = (str(manifest["metadata"]["name"]), manifest["spec"])
     names = list(dict.fromkeys([*view.declared, *running]))
-    now_text = status.rfc3339(now)
+    now_text = keys.rfc3339(now)
     ready = status.ready_condition(errors, len(desired), view.deployment, view.status, view.generation, now_text)
     runs = _ledgers(world, running, rendered, now, result)
-    healthy = status.runs_healthy_condition(
-        [p for a in runs.values() for p in a.problems], len(runs), view.status, view.generation, now_text
-    ) if runs else None  # fmt: skip
+    healthy = (
+        status.runs_healthy_condition(
+            [p for a in runs.values() for p in a.problems], len(runs), view.status, view.generation, now_text
+        )
+        if runs
+        else None
+    )
     result.status = status.build(
         old=view.status,
         generation=view.generation,
@@ -134,8 +143,9 @@ def plan(
     old_ready: Mapping[str, Any] = next(
         (c for c in view.status.get("conditions") or [] if c.get("type") == "Ready"), {}
     )
-    result.events = events.for_change(old_ready, ready, errors) + events.for_runs([e for a in runs.values()
-                                                                                 for e in a.events])  # fmt: skip
+    result.events = events.for_change(old_ready, ready, errors) + events.for_runs(
+        [e for a in runs.values() for e in a.events]
+    )
     return result
 
 
@@ -155,11 +165,15 @@ def task_config(task: str, cronjob: str, spec: Mapping[str, Any], grace: int) ->
         return None
     job = (spec.get("jobTemplate") or {}).get("spec") or {}
     return ledger.TaskConfig(
-        task=task, cronjob=cronjob, schedule=schedule, suspend=bool(spec.get("suspend")),
+        task=task,
+        cronjob=cronjob,
+        schedule=schedule,
+        suspend=bool(spec.get("suspend")),
         concurrency=str(spec.get("concurrencyPolicy") or "Allow"),
-        starting_deadline=spec.get("startingDeadlineSeconds"), active_deadline=job.get("activeDeadlineSeconds"),
+        starting_deadline=spec.get("startingDeadlineSeconds"),
+        active_deadline=job.get("activeDeadlineSeconds"),
         grace=grace,
-    )  # fmt: skip
+    )
 
 
 def _ledgers(

@@ -15,16 +15,13 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from .keys import rfc3339
 from .models import MESSAGE_MAX as MESSAGE_MAX
 from .models import STATUS_TASKS_MAX, AppScheduleStatus, Condition, DeploymentStatus, TaskStatus
 from .render import SpecError
 from .schedule import ScheduleError, next_fire, parse
 
 REASONS = ("DeploymentNotFound", "WriteFailed", "InvalidSpec", "TaskConflict")  # the first present is Ready's
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def summarize(errors: Sequence[SpecError], limit: int = MESSAGE_MAX) -> str:
@@ -64,8 +61,14 @@ def condition(
 ) -> Condition:
     old = next((c for c in previous if c.get("type") == kind), None)
     since = old.get("lastTransitionTime") if old and old.get("status") == status else None
-    return Condition(type=kind, status=status, reason=reason, message=message,
-                     last_transition_time=since or now, observed_generation=generation)  # fmt: skip
+    return Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=since or now,
+        observed_generation=generation,
+    )
 
 
 def ready_condition(
@@ -209,8 +212,9 @@ def _dump(status: Mapping[str, Any]) -> str:
     return json.dumps(status, sort_keys=True, default=str)
 
 
-def _per_task(new: Mapping[str, Any], old: Mapping[str, Any], fix: Callable[[dict[str, Any], Mapping[str, Any]], None]
-              ) -> dict[str, Any]:  # fmt: skip
+def _per_task(
+    new: Mapping[str, Any], old: Mapping[str, Any], fix: Callable[[dict[str, Any], Mapping[str, Any]], None]
+) -> dict[str, Any]:
     """``new`` with ``fix(task, was)`` applied to a copy of each task that ``old`` has too."""
     before = {t.get("name"): t for t in old.get("tasks") or [] if isinstance(t, Mapping)}
     tasks = new.get("tasks")

@@ -77,15 +77,30 @@ class AppScheduleView:
 
     def as_object(self) -> dict[str, Any]:
         """The AppSchedule as render and plan read it."""
-        meta = {"name": self.name, "namespace": self.namespace, "uid": self.uid, "generation": self.generation,
-                "creationTimestamp": self.created, "resourceVersion": self.resource_version}  # fmt: skip
-        return {"apiVersion": naming.API_VERSION, "kind": naming.KIND, "metadata": meta,
-                "spec": dict(self.spec), "status": dict(self.status)}  # fmt: skip
+        meta = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "uid": self.uid,
+            "generation": self.generation,
+            "creationTimestamp": self.created,
+            "resourceVersion": self.resource_version,
+        }
+        return {
+            "apiVersion": naming.API_VERSION,
+            "kind": naming.KIND,
+            "metadata": meta,
+            "spec": dict(self.spec),
+            "status": dict(self.status),
+        }
 
     def same_except_status(self, other: AppScheduleView) -> bool:
         return (self.uid, self.generation, self.deleting, self.created, self.spec) == (
-            other.uid, other.generation, other.deleting, other.created, other.spec
-        )  # fmt: skip
+            other.uid,
+            other.generation,
+            other.deleting,
+            other.created,
+            other.spec,
+        )
 
 
 def project_appschedule(body: Mapping[str, Any]) -> AppScheduleView:
@@ -118,8 +133,10 @@ class DeploymentView:
     template: Mapping[str, Any]
 
     def as_object(self) -> dict[str, Any]:
-        return {"metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": {"selector": dict(self.selector), "template": dict(self.template)}}  # fmt: skip
+        return {
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"selector": dict(self.selector), "template": dict(self.template)},
+        }
 
 
 def project_deployment(body: Mapping[str, Any]) -> DeploymentView:
@@ -156,8 +173,11 @@ class CronJobView:
 
     def same_except_version(self, other: CronJobView) -> bool:
         return (self.uid, self.metadata, self.spec, self.last_schedule_time) == (
-            other.uid, other.metadata, other.spec, other.last_schedule_time
-        )  # fmt: skip
+            other.uid,
+            other.metadata,
+            other.spec,
+            other.last_schedule_time,
+        )
 
     def as_object(self) -> dict[str, Any]:
         metadata = {"name": self.name, "namespace": self.namespace, "uid": self.uid, **self.metadata}

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from ..core import naming
+from ..core import keys, naming
 from ..core.events import Event
 
 FIELD_MANAGER = "appschedule-operator"
@@ -112,8 +112,11 @@ class Cluster:
     def read_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._call(namespace):
             try:
-                return self._json(self.apps.read_namespaced_deployment(
-                    name, namespace, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+                return self._json(
+                    self.apps.read_namespaced_deployment(
+                        name, namespace, _preload_content=False, _request_timeout=self.timeout
+                    )
+                )
             except ApiException as error:
                 if error.status == 404:
                     return None
@@ -122,17 +125,25 @@ class Cluster:
     def list_jobs(self, namespace: str, appschedule: str) -> list[dict[str, Any]]:
         """The Jobs labelled with this AppSchedule's name, as the API server has them now (not a cache)."""
         with self._call(namespace):
-            body = self._json(self.batch.list_namespaced_job(
-                namespace, label_selector=f"{naming.LABEL_APPSCHEDULE}={appschedule}", _preload_content=False,
-                _request_timeout=self.timeout))  # fmt: skip
+            body = self._json(
+                self.batch.list_namespaced_job(
+                    namespace,
+                    label_selector=f"{naming.LABEL_APPSCHEDULE}={appschedule}",
+                    _preload_content=False,
+                    _request_timeout=self.timeout,
+                )
+            )
         return [item for item in body.get("items") or [] if isinstance(item, dict)]
 
     def controller_of(self, namespace: str, name: str) -> str | None:
         """The uid of the controller of an existing CronJob ("" when it has none), None when there is none."""
         with self._call(namespace):
             try:
-                cronjob = self._json(self.batch.read_namespaced_cron_job(
-                    name, namespace, _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+                cronjob = self._json(
+                    self.batch.read_namespaced_cron_job(
+                        name, namespace, _preload_content=False, _request_timeout=self.timeout
+                    )
+                )
             except ApiException as error:
                 if error.status == 404:
                     return None
@@ -181,9 +192,16 @@ class Cluster:
         }
         with self._call(namespace):
             try:
-                return self._json(self.batch.patch_namespaced_job(
-                    name, namespace, patch, _content_type="application/strategic-merge-patch+json",
-                    _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+                return self._json(
+                    self.batch.patch_namespaced_job(
+                        name,
+                        namespace,
+                        patch,
+                        _content_type="application/strategic-merge-patch+json",
+                        _preload_content=False,
+                        _request_timeout=self.timeout,
+                    )
+                )
             except ApiException as error:
                 if error.status == 404:
                     return None
@@ -194,8 +212,11 @@ class Cluster:
         for uninstalling. Returns how many Jobs were released."""
         listed: list[dict[str, Any]] = []
         for namespace in namespaces or [""]:
-            options: dict[str, Any] = {"label_selector": naming.LABEL_TASK, "_preload_content": False,
-                                       "_request_timeout": self.timeout}  # fmt: skip
+            options: dict[str, Any] = {
+                "label_selector": naming.LABEL_TASK,
+                "_preload_content": False,
+                "_request_timeout": self.timeout,
+            }
             with self._call(namespace):
                 if namespace:
                     response = self.batch.list_namespaced_job(namespace, **options)
@@ -229,23 +250,32 @@ class Cluster:
         with self._call(meta["namespace"]):
             return self._json(
                 self.custom.replace_namespaced_custom_object_status(
-                    naming.GROUP, naming.VERSION, meta["namespace"], naming.PLURAL, meta["name"], body,
-                    _preload_content=False, _request_timeout=self.timeout,
+                    naming.GROUP,
+                    naming.VERSION,
+                    meta["namespace"],
+                    naming.PLURAL,
+                    meta["name"],
+                    body,
+                    _preload_content=False,
+                    _request_timeout=self.timeout,
                 )
-            )  # fmt: skip
+            )
 
     def review_access(self, review: Mapping[str, Any]) -> dict[str, Any]:
         """Create a SubjectAccessReview; its status (allowed, denied, reason). Bounded well under the
         webhook's timeoutSeconds (8 at least): past it the API server would fail open and admit unchecked."""
         with self._call(""):
-            created = self._json(client.AuthorizationV1Api(self.api).create_subject_access_review(
-                review, _preload_content=False, _request_timeout=REVIEW_TIMEOUT))  # fmt: skip
+            created = self._json(
+                client.AuthorizationV1Api(self.api).create_subject_access_review(
+                    review, _preload_content=False, _request_timeout=REVIEW_TIMEOUT
+                )
+            )
         status: dict[str, Any] = created.get("status") or {}
         return status
 
     def post_event(self, appschedule: Mapping[str, Any], event: Event, now: datetime) -> None:
         meta = appschedule["metadata"]
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = keys.rfc3339(now)
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {

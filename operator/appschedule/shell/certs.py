@@ -27,9 +27,16 @@ class TLSFiles:
 
 
 _CA_USAGE = x509.KeyUsage(
-    digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False, key_encipherment=False,
-    data_encipherment=False, key_agreement=False, encipher_only=False, decipher_only=False,
-)  # fmt: skip
+    digital_signature=True,
+    key_cert_sign=True,
+    crl_sign=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    encipher_only=False,
+    decipher_only=False,
+)
 
 
 def from_dir(directory: Path) -> TLSFiles:
@@ -134,6 +141,7 @@ def generate(directory: Path, hosts: list[str], now: datetime.datetime | None = 
     authority = Authority.create("appschedule-operator webhook CA", now)
     key, cert = authority.issue(subject(hosts[0]), now, hosts=hosts, server=True)
     return TLSFiles(
-        write_pem(directory / "tls.crt", cert), write_pem(directory / "tls.key", key),
+        write_pem(directory / "tls.crt", cert),
+        write_pem(directory / "tls.key", key),
         write_pem(directory / "ca.crt", authority.cert),
-    )  # fmt: skip
+    )

@@ -30,7 +30,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from ..core import naming
+from ..core import keys, naming
 from ..core.events import Event
 from ..core.reconcile import Plan, plan
 from ..core.view import World, project_cronjob, project_deployment, project_job
@@ -116,8 +116,12 @@ class Controller:
         if not self.listed.is_set():
             self.listed.set()
             self.state.prune()
-            log.info("initial listing done: %d AppSchedules, %d CronJobs, %d Deployments in memory",
-                     len(self.state.appschedules), len(self.state.cronjobs), len(self.state.deployments))  # fmt: skip
+            log.info(
+                "initial listing done: %d AppSchedules, %d CronJobs, %d Deployments in memory",
+                len(self.state.appschedules),
+                len(self.state.cronjobs),
+                len(self.state.deployments),
+            )
 
     async def start(self) -> None:
         self.running.set()
@@ -139,13 +143,18 @@ class Controller:
         if stuck > STUCK_SECONDS:
             raise RuntimeError(f"a worker has been stuck for {stuck:.0f}s")
         requests = dict(self.cluster.requests) if self.cluster else {}
-        return {"queued": len(self.queue), "active": len(self.queue.active), "reconciles": self.reconciles,
-                "requests": requests, "time": time.time()}  # fmt: skip
+        return {
+            "queued": len(self.queue),
+            "active": len(self.queue.active),
+            "reconciles": self.reconciles,
+            "requests": requests,
+            "time": time.time(),
+        }
 
     def due(self, now: datetime, full: bool) -> list[Key]:
         """What a resync re-plans: every AppSchedule on a full round (the safety net), else only those
         whose next run time has passed, the one thing time alone changes."""
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = keys.rfc3339(now)
         return [
             key
             for key, view in self.state.appschedules.items()
@@ -217,11 +226,16 @@ class Controller:
             self.queue.done(key)
             log.info(
                 "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d released=%d writes=%d in %.0fms",
-                *key, outcome.applied, outcome.deleted, outcome.status, outcome.events, outcome.released,
+                *key,
+                outcome.applied,
+                outcome.deleted,
+                outcome.status,
+                outcome.events,
+                outcome.released,
                 outcome.writes,
                 (time.monotonic() - started) * 1000,
                 extra={"namespace": key[0], "appschedule": key[1], "writes": outcome.writes},
-            )  # fmt: skip
+            )
 
     async def _world(self, key: Key) -> World | None:
         world = self.state.world(key)
@@ -274,8 +288,10 @@ class Controller:
                 elif failure == "refused":
                     rejected[task] = f"the API server refused CronJob {name!r}: {message_of(error)}"
                 elif failure == "ours":
-                    failed[task] = (f"the operator could not write CronJob {name!r} ({error.status} {error.reason}: "
-                                    f"{message_of(error)}); retrying")  # fmt: skip
+                    failed[task] = (
+                        f"the operator could not write CronJob {name!r} ({error.status} {error.reason}: "
+                        f"{message_of(error)}); retrying"
+                    )
                 else:
                     raise
                 continue
@@ -338,8 +354,10 @@ class Controller:
         metrics.STATUS_REFUSED.labels(*key).inc()
         holding = [j.name for j in self.state.jobs_of(key) if j.finalizer]
         await self._release(key[0], holding)
-        message = (f"the API server refused the status ({why}); runs are not being recorded and {len(holding)} "
-                   "Job(s) were let go; the CronJobs are reconciled as usual")  # fmt: skip
+        message = (
+            f"the API server refused the status ({why}); runs are not being recorded and {len(holding)} "
+            "Job(s) were let go; the CronJobs are reconciled as usual"
+        )
         event = Event("Warning", "StatusRefused", message)
         try:
             await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)

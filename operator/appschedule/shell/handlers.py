@@ -38,6 +38,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -50,10 +51,24 @@ from .api import Cluster, api_client
 from .controller import Controller, Options
 
 log = logging.getLogger("appschedule")
-OPTIONS = Options()
-FRONT: tuple[BaseProcess, webhook_server.Heartbeat] | None = None  # the admission process, started by cli.py
-FRONT_LOST = False  # it exited: the operator stopped because of that
 CRONJOB_SELECTOR = f"{naming.MANAGED_BY}={naming.MANAGER}"
+# kopf's peering announces its decisions only in its log (kopf/_core/engines/peering.py); _PeeringLog follows
+# them, and tests/unit/test_kopf_coupling.py fails when kopf's wording changes under it
+PAUSING, RESUMING = "Pausing operations in favour of", "Resuming operations after the pause"
+
+
+@dataclass
+class Launch:
+    """What ``appschedule run`` (cli.py) hands to the handlers, through kopf's memo (``memo["launch"]``)."""
+
+    options: Options
+    front: tuple[BaseProcess, webhook_server.Heartbeat] | None = None  # the admission process, if started
+    front_lost: bool = False  # set when it exited: the operator stopped because of that (exit status 1)
+
+
+def _launch(memo: kopf.Memo) -> Launch:
+    launch: Launch = memo["launch"]
+    return launch
 
 
 def _controller(memo: kopf.Memo) -> Controller:
@@ -71,10 +86,10 @@ class _PeeringLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if message.startswith("Pausing operations in favour of"):
+        if message.startswith(PAUSING):
             self.controller.running.clear()
             log.info("paused: another replica is active")
-        elif message.startswith("Resuming operations after the pause"):
+        elif message.startswith(RESUMING):
             self.controller.running.set()
             log.info("resumed: this replica is active")
 
@@ -96,15 +111,16 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.label_selectors["batch", "v1", "cronjobs"] = CRONJOB_SELECTOR
     settings.watching.label_selectors["batch", "v1", "jobs"] = naming.LABEL_TASK
     settings.posting.level = logging.WARNING
-    settings.scanning.disabled = not OPTIONS.scanning
-    if OPTIONS.metrics_port:
-        metrics.serve(OPTIONS.metrics_port)
-    controller = Controller(Cluster(api_client()), OPTIONS)
+    launch = _launch(memo)
+    settings.scanning.disabled = not launch.options.scanning
+    if launch.options.metrics_port:
+        metrics.serve(launch.options.metrics_port)
+    controller = Controller(Cluster(api_client()), launch.options)
     memo["controller"] = controller
     await controller.start()
-    if FRONT is not None:
-        _beat(controller, FRONT[1])  # the probe answers from the first second on
-    memo["heartbeat"] = asyncio.create_task(_heartbeat(controller))
+    if launch.front is not None:
+        _beat(controller, launch.front[1])  # the probe answers from the first second on
+    memo["heartbeat"] = asyncio.create_task(_heartbeat(controller, launch))
     peering = _PeeringLog(controller)
     logging.getLogger("kopf").addHandler(peering)
     memo["peering_log"] = peering
@@ -115,8 +131,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     logging.getLogger("kopf").removeHandler(memo["peering_log"])
     memo["heartbeat"].cancel()
     await _controller(memo).stop()
-    if FRONT is not None and FRONT[0].is_alive():
-        FRONT[0].terminate()
+    front = _launch(memo).front
+    if front is not None and front[0].is_alive():
+        front[0].terminate()
 
 
 def _beat(controller: Controller, heartbeat: webhook_server.Heartbeat) -> None:
@@ -126,18 +143,17 @@ def _beat(controller: Controller, heartbeat: webhook_server.Heartbeat) -> None:
         heartbeat.beat(None, str(error))
 
 
-async def _heartbeat(controller: Controller) -> None:
+async def _heartbeat(controller: Controller, launch: Launch) -> None:
     """Every second: tell the admission process this loop runs (liveness), and stop the operator (exit
     status 1) if that process is gone: the pod restarts rather than run without its webhooks."""
-    global FRONT_LOST
-    if FRONT is None:
+    if launch.front is None:
         return
-    process, heartbeat = FRONT
+    process, heartbeat = launch.front
     while True:
         _beat(controller, heartbeat)
         if not process.is_alive():
             log.error("the admission process exited (status %s): stopping the operator", process.exitcode)
-            FRONT_LOST = True
+            launch.front_lost = True
             os.kill(os.getpid(), signal.SIGTERM)
             return
         await asyncio.sleep(1)

@@ -18,29 +18,52 @@ from ..core.keys import parse_time
 REGISTRY = CollectorRegistry()
 LABELS = ("namespace", "appschedule", "task")
 
-RUNS = Counter("appschedule_runs_total", "Runs counted by the ledger, by result: started (a scheduled time got a "
-               "Job), succeeded, failed, stuck, late, skipped.", [*LABELS, "result"], registry=REGISTRY)  # fmt: skip
-MISSED = Counter("appschedule_missed_runs_total", "Scheduled times that got no Job and no longer can.", LABELS,
-                 registry=REGISTRY)  # fmt: skip
-DUPLICATES = Counter("appschedule_duplicate_runs_total", "Jobs beyond the first for one scheduled time.", LABELS,
-                     registry=REGISTRY)  # fmt: skip
-DURATION = Histogram("appschedule_run_duration_seconds", "From a run's Job creation to its end.", [*LABELS, "result"],
-                     buckets=(1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 21600), registry=REGISTRY)  # fmt: skip
-LAST_SUCCESS = Gauge("appschedule_last_success_timestamp_seconds", "Scheduled time of the last successful run.",
-                     LABELS, registry=REGISTRY)  # fmt: skip
-NEXT_RUN = Gauge("appschedule_next_run_timestamp_seconds", "The task's next scheduled time.", LABELS,
-                 registry=REGISTRY)  # fmt: skip
-RECONCILES = Counter("appschedule_reconciles_total", "Reconciles of AppSchedules, by result.", ["result"],
-                     registry=REGISTRY)  # fmt: skip
-RECONCILE_SECONDS = Histogram("appschedule_reconcile_duration_seconds", "Time one reconcile took.",
-                              registry=REGISTRY)  # fmt: skip
-WRITES = Counter("appschedule_writes_total", "Writes to the API server, by kind.", ["kind"], registry=REGISTRY)
-STATUS_REFUSED = Counter("appschedule_status_refused_total", "Status writes the API server refused (too large or "
-                         "invalid): the AppSchedule's runs are not being recorded.", ["namespace", "appschedule"],
-                         registry=REGISTRY)  # fmt: skip
+RUNS = Counter(
+    "appschedule_runs_total",
+    "Runs counted by the ledger, by result: started (a scheduled time got a "
+    "Job), succeeded, failed, stuck, late, skipped.",
+    [*LABELS, "result"],
+    registry=REGISTRY,
+)
+MISSED = Counter(
+    "appschedule_missed_runs_total", "Scheduled times that got no Job and no longer can.", LABELS, registry=REGISTRY
+)
+DUPLICATES = Counter(
+    "appschedule_duplicate_runs_total", "Jobs beyond the first for one scheduled time.", LABELS, registry=REGISTRY
+)
+DURATION = Histogram(
+    "appschedule_run_duration_seconds",
+    "From a run's Job creation to its end.",
+    [*LABELS, "result"],
+    buckets=(1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 21600),
+    registry=REGISTRY,
+)
+LAST_SUCCESS = Gauge(
+    "appschedule_last_success_timestamp_seconds",
+    "Scheduled time of the last successful run.",
+    LABELS,
+    registry=REGISTRY,
+)
+NEXT_RUN = Gauge("appschedule_next_run_timestamp_seconds", "The task's next scheduled time.", LABELS, registry=REGISTRY)
+RECONCILES = Counter(
+    "appschedule_reconciles_total", "Reconciles of AppSchedules, by result.", ["result"], registry=REGISTRY
+)
+RECONCILE_SECONDS = Histogram("appschedule_reconcile_duration_seconds", "Time one reconcile took.", registry=REGISTRY)
+STATUS_REFUSED = Counter(
+    "appschedule_status_refused_total",
+    "Status writes the API server refused (too large or invalid): the AppSchedule's runs are not being recorded.",
+    ["namespace", "appschedule"],
+    registry=REGISTRY,
+)
 
-_RESULTS = {"runs": "started", "succeeded": "succeeded", "failed": "failed", "stuck": "stuck", "late": "late",
-            "skipped": "skipped"}  # fmt: skip
+_RESULTS = {
+    "runs": "started",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "stuck": "stuck",
+    "late": "late",
+    "skipped": "skipped",
+}
 
 
 def serve(port: int, addr: str = "0.0.0.0") -> None:

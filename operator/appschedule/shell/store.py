@@ -86,8 +86,9 @@ class Store:
         """Our own status write went through: remember its result, so its watch echo wakes nothing."""
         old = self.appschedules.get(key)
         if old is not None and newer_or_same(resource_version, old.resource_version):
-            self.appschedules[key] = AppScheduleView(**{**old.__dict__, "status": dict(status),
-                                                        "resource_version": resource_version})  # fmt: skip
+            self.appschedules[key] = AppScheduleView(
+                **{**old.__dict__, "status": dict(status), "resource_version": resource_version}
+            )
 
     def _index(self, view: AppScheduleView) -> None:
         ns = view.namespace

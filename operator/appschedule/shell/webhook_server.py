@@ -192,8 +192,13 @@ async def _webhooks(front: Front) -> None:
             if time.monotonic() - started > SLOW_SECONDS:
                 log.warning("admission by %s took %.0f ms", webhook, (time.monotonic() - started) * 1000)
 
-    server = kopf.WebhookServer(addr=front.addr or None, port=front.port, certfile=str(front.files.cert),
-                                pkeyfile=str(front.files.key), host="localhost")  # fmt: skip
+    server = kopf.WebhookServer(
+        addr=front.addr or None,
+        port=front.port,
+        certfile=str(front.files.cert),
+        pkeyfile=str(front.files.key),
+        host="localhost",
+    )
     async for _config in server(answer):  # type: ignore[arg-type]  # our dispatch, not kopf's registry
         log.info("admission webhooks listening on %s:%s", front.addr, front.port)
         if front.config_name:
@@ -213,8 +218,9 @@ def _configure(front: Front) -> None:
         mutating = body["kind"] == "MutatingWebhookConfiguration"
         create = api.create_mutating_webhook_configuration if mutating else api.create_validating_webhook_configuration
         read = api.read_mutating_webhook_configuration if mutating else api.read_validating_webhook_configuration
-        replace = (api.replace_mutating_webhook_configuration if mutating
-                   else api.replace_validating_webhook_configuration)  # fmt: skip
+        replace = (
+            api.replace_mutating_webhook_configuration if mutating else api.replace_validating_webhook_configuration
+        )
         for attempt in range(30):
             try:
                 try:
