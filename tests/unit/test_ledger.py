@@ -11,10 +11,10 @@ import pytest
 
 from appschedule.core import keys, naming
 from appschedule.core.keys import rfc3339 as stamp
-from appschedule.core.ledger import Advance, TaskConfig, advance
+from appschedule.core.ledger import LedgerUpdate, TaskConfig, advance
 from appschedule.core.models import TaskStatus
 from appschedule.core.schedule import parse
-from appschedule.core.view import JobView
+from appschedule.core.view import JobOutcome, JobView
 
 T0 = datetime(2026, 9, 11, 15, 0, 0, tzinfo=UTC)  # a Friday, 15:00 UTC
 CRONJOB = "shop-report"
@@ -29,7 +29,7 @@ def job(
     *,
     created: datetime | None = None,
     name: str | None = None,
-    outcome: str | None = None,
+    outcome: JobOutcome | None = None,
     reason: str | None = None,
     active: int = 1,
     injected: bool = True,
@@ -68,7 +68,7 @@ def job(
 
 def step(
     progress: TaskStatus | None, cfg: TaskConfig, jobs: list[JobView], now: datetime
-) -> tuple[TaskStatus, Advance]:
+) -> tuple[TaskStatus, LedgerUpdate]:
     result = advance(progress, cfg, jobs, now)
     return result.status, result
 

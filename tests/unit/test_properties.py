@@ -16,7 +16,7 @@ from appschedule.core import admission, naming, render
 from appschedule.core.keys import rfc3339
 from appschedule.core.ledger import ACTIVE_MAX
 from appschedule.core.models import JOBS_MAX, TaskStatus
-from appschedule.core.view import JobView
+from appschedule.core.view import JobOutcome, JobView
 
 from .test_ledger import CRONJOB, T0, config, job, start, step
 
@@ -93,14 +93,17 @@ def test_render_and_validation_take_any_input(spec: Any) -> None:
         json.dumps(cronjob)  # a manifest the API accepts as JSON
 
 
+OUTCOMES: list[JobOutcome | None] = [None, "Complete", "Complete", "Failed"]
+
+
 @st.composite
-def histories(draw: st.DrawFn) -> tuple[int, list[tuple[int, int, int, str | None]]]:
+def histories(draw: st.DrawFn) -> tuple[int, list[tuple[int, int, int, JobOutcome | None]]]:
     """Minutes of ``* * * * *`` from T0; per fire, 0 to 2 Jobs (delay in seconds before the next fire, outcome)."""
     minutes = draw(st.integers(1, 20))
     jobs = []
     for minute in range(minutes):
         for copy in range(draw(st.sampled_from([0, 1, 1, 1, 2]))):
-            outcome = draw(st.sampled_from([None, "Complete", "Complete", "Failed"]))
+            outcome = draw(st.sampled_from(OUTCOMES))
             jobs.append((minute, copy, draw(st.integers(0, 40)), outcome))
     return minutes, jobs
 
@@ -113,7 +116,7 @@ def filed(view: JobView) -> JobView:
 @settings(max_examples=150, deadline=None)
 @given(history=histories(), steps=st.lists(st.integers(0, 25 * 60), max_size=12))
 def test_the_ledger_counts_every_settled_time_once(
-    history: tuple[int, list[tuple[int, int, int, str | None]]], steps: list[int]
+    history: tuple[int, list[tuple[int, int, int, JobOutcome | None]]], steps: list[int]
 ) -> None:
     """Exact once the Jobs have been seen: also with more Jobs than the status remembers (JOBS_MAX), which
     then wait their turn, uncounted, never missed and never counted twice, as the controller files others."""

@@ -157,7 +157,7 @@ def test_a_resync_replans_only_what_time_changed_except_on_a_full_round() -> Non
                 "spec": {"deploymentRef": {"name": "web"}, "tasks": []},
                 "status": {"nextRunTime": upcoming},
             }
-            made.state.put_appschedule(project_appschedule(body))
+            made.store.put_appschedule(project_appschedule(body))
         now = datetime(2026, 3, 27, 12, tzinfo=UTC)
         assert made.due(now, full=False) == [("ns", "passed")]
         assert sorted(made.due(now, full=True)) == [("ns", "later"), ("ns", "passed")]

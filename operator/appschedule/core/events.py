@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .ledger import LedgerEvent
+from .ledger import EventType, LedgerEvent
 from .models import Condition
 from .render import SpecError
 from .status import MESSAGE_MAX, REASONS, summarize
@@ -18,7 +18,7 @@ from .status import MESSAGE_MAX, REASONS, summarize
 
 @dataclass(frozen=True)
 class Event:
-    type: str  # Normal | Warning
+    type: EventType
     reason: str
     message: str
 

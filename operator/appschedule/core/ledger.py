@@ -56,12 +56,19 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from . import keys, naming
 from .keys import parse_time, rfc3339
 from .models import JOBS_MAX, NAME_MAX, SUSPENSIONS_MAX, Counts, JobRecord, RunRecord, Suspension, TaskStatus
 from .schedule import Schedule, count_fires, next_fire, previous_fire, repeat_of, repeats_between
 from .view import JobView
+
+EventType = Literal["Normal", "Warning"]
+# what the ledger reports, each as an Event reason (and, but for OddJob, in RunsHealthy)
+LedgerReason = Literal[
+    "MissedRun", "RunLate", "DuplicateRun", "RunFailed", "StuckRun", "RunNotStarted", "KeyNotInjected", "OddJob"
+]
 
 SETTLE_SLACK = timedelta(seconds=15)  # how long after its time a Job may still appear in our view
 RECENT = 10
@@ -85,15 +92,17 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class LedgerEvent:
-    type: str  # Normal | Warning
-    reason: str  # MissedRun, RunLate, DuplicateRun, RunFailed, StuckRun, RunNotStarted, KeyNotInjected, OddJob
+    type: EventType
+    reason: LedgerReason
     task: str
     count: int
     message: str
 
 
 @dataclass
-class Advance:
+class LedgerUpdate:
+    """What one step of a task's ledger (``advance``) produced: the new status and what the shell must do."""
+
     status: TaskStatus
     events: list[LedgerEvent] = field(default_factory=list)
     release: list[str] = field(default_factory=list)  # Jobs whose finalizer may go once status is written
@@ -190,13 +199,13 @@ class Book:
     tally: Tally
     recent: dict[str, RunRecord]  # by scheduled time
     records: dict[str, JobRecord]  # by record name
-    notes: dict[str, list[Note]] = field(default_factory=dict)  # by Event reason
+    notes: dict[LedgerReason, list[Note]] = field(default_factory=dict)  # by Event reason
     release: list[str] = field(default_factory=list)
     finished: list[tuple[str, float]] = field(default_factory=list)
     wake_at: datetime | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)
 
-    def note(self, reason: str, text: str, count: int = 1) -> None:
+    def note(self, reason: LedgerReason, text: str, count: int = 1) -> None:
         self.notes.setdefault(reason, []).append(Note(text, count))
 
     def wake(self, moment: datetime) -> None:
@@ -218,7 +227,7 @@ class Seen:
         return cls(by_name, {name: job_time(job, config) for name, job in by_name.items()}, filed)
 
 
-def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobView], now: datetime) -> Advance:
+def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobView], now: datetime) -> LedgerUpdate:
     """One step of the task's ledger (see the module docstring): the phases below, in order."""
     now = now.replace(microsecond=0)
     base = tracked(progress, config, now)
@@ -263,7 +272,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             or None,
         }
     )
-    return Advance(
+    return LedgerUpdate(
         status=status,
         events=[_event(reason, config.task, notes) for reason, notes in book.notes.items()],
         release=book.release,
@@ -649,7 +658,7 @@ def _missed_times(
 
 
 MESSAGE_MAX = 1024
-_TITLES = {
+_TITLES: dict[LedgerReason, str] = {
     "RunLate": "run late",
     "DuplicateRun": "duplicate run",
     "RunFailed": "run failed",
@@ -661,7 +670,7 @@ _TITLES = {
 }
 
 
-def _event(reason: str, task: str, notes: list[Note]) -> LedgerEvent:
+def _event(reason: LedgerReason, task: str, notes: list[Note]) -> LedgerEvent:
     """One Event per task and reason per step, whatever the number of runs: its message is bounded."""
     count = sum(note.count for note in notes)
     if reason == "MissedRun":

@@ -31,24 +31,28 @@ def conflicts(world: World, tasks: Mapping[str, int]) -> dict[str, SpecError]:
         cronjob = naming.cronjob_name(view.name, task)
         mine = cronjob in world.cronjobs and world.cronjobs[cronjob].ours(view)
         where = f"spec.tasks[{index}].name"
+        holder = world.held_elsewhere.get(task)
+        runs_as = f"CronJob {holder.name!r} of AppSchedule {holder.appschedule!r}" if holder else ""
         if mine and task in world.held_elsewhere and task in world.senior_claimant:
             # two CronJobs for one task (made before this rule): the older AppSchedule keeps its own
             why = (
-                f"also runs as {world.held_elsewhere[task]}; AppSchedule {world.senior_claimant[task]!r} is "
+                f"also runs as {runs_as}; AppSchedule {world.senior_claimant[task]!r} is "
                 "older and keeps the task, so this AppSchedule's CronJob for it is removed"
             )
         elif mine:
             continue
         elif task in world.held_elsewhere:
-            why = f"already runs as {world.held_elsewhere[task]}; no CronJob of this AppSchedule while that exists"
+            why = f"already runs as {runs_as}; no CronJob of this AppSchedule while that exists"
         elif task in world.senior_claimant:
             why = (
                 f"already declared by AppSchedule {world.senior_claimant[task]!r} in this namespace "
                 "(the older one keeps it); this AppSchedule gets no CronJob for it"
             )
         elif cronjob in world.name_claimant:
+            claim = world.name_claimant[cronjob]
             why = (
-                f"its CronJob name {cronjob!r} is also that of AppSchedule {world.name_claimant[cronjob]}; "
+                f"its CronJob name {cronjob!r} is also that of AppSchedule {claim.appschedule!r} "
+                f"(task {claim.name!r}); "
                 "the older one keeps it"
             )
         else:

@@ -28,6 +28,7 @@ from .events import Event
 from .models import DEFAULTS, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
 from .schedule import ScheduleError, parse
+from .status import StatusWait
 from .view import World
 
 __all__ = ["Event", "Plan", "plan"]
@@ -39,7 +40,7 @@ class Plan:
     delete: list[str] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     status_changed: bool = False
-    status_wait: str = "now"  # how long the status may wait to be written, by what it adds (status.can_wait)
+    status_wait: StatusWait = "now"  # how long the status may wait to be written, by what it adds
     events: list[Event] = field(default_factory=list)
     release: list[str] = field(default_factory=list)  # Jobs whose ledger finalizer goes once status is written
     wake_at: datetime | None = None  # when time alone changes the ledger next
@@ -178,11 +179,11 @@ def task_config(task: str, cronjob: str, spec: Mapping[str, Any], grace: int) ->
 
 def _ledgers(
     world: World, running: Mapping[str, tuple[str, Mapping[str, Any]]], rendered: Rendered, now: datetime, out: Plan
-) -> dict[str, ledger.Advance]:
+) -> dict[str, ledger.LedgerUpdate]:
     """Advance the ledger of every task that has a CronJob; collect what the shell must do for it. The
     Jobs of a task that no longer runs are let go once they are done (nothing can count them)."""
     previous = {t.get("name"): t for t in world.appschedule.status.get("tasks") or [] if isinstance(t, Mapping)}
-    advanced: dict[str, ledger.Advance] = {}
+    advanced: dict[str, ledger.LedgerUpdate] = {}
     for task, (cronjob, spec) in running.items():
         config = task_config(task, cronjob, spec, _grace(rendered, task))
         if config is None:

@@ -247,7 +247,10 @@ def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
         task.pop(field, None)
 
 
-def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> Literal["now", "starts", "time"]:
+StatusWait = Literal["now", "starts", "time"]  # how long a status may wait to be written (can_wait)
+
+
+def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> StatusWait:
     """How long ``new`` may wait before it is written over ``old``, by what it adds (the controller bounds each
     wait: STATUS_WAITS). ``time``: only the next (and last) run time moved, a fire came: it waits for that
     fire's run, which carries it. ``starts``: runs that started: they wait a few seconds for the rest of the

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from . import naming
 from .render import valid_tasks
 
 Key = tuple[str, str]  # (namespace, name)
+JobOutcome = Literal["Complete", "Failed"]  # a Job's terminal condition
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -231,7 +232,7 @@ class JobView:
     active: int = 0
     succeeded: int = 0
     failed: int = 0
-    outcome: str | None = None  # "Complete" or "Failed" (the Job's terminal condition)
+    outcome: JobOutcome | None = None  # the Job's terminal condition
     reason: str | None = None  # the Failed condition's reason, e.g. DeadlineExceeded, BackoffLimitExceeded
     finish_time: str | None = None
 
@@ -248,14 +249,14 @@ def project_job(body: Mapping[str, Any]) -> JobView:
     meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
     labels = _dict(meta.get("labels"))
     annotations = _dict(meta.get("annotations"))
-    outcome = reason = finish = None
+    outcome: JobOutcome | None = None
+    reason = finish = None
     for condition in _list(status.get("conditions")):
-        if (
-            isinstance(condition, Mapping)
-            and condition.get("status") == "True"
-            and condition.get("type") in ("Complete", "Failed")
-        ):
-            outcome, reason = str(condition["type"]), _text(condition.get("reason"))
+        if isinstance(condition, Mapping) and condition.get("status") == "True":
+            kind = condition.get("type")
+            if kind != "Complete" and kind != "Failed":
+                continue
+            outcome, reason = kind, _text(condition.get("reason"))
             finish = _text(condition.get("lastTransitionTime"))
     return JobView(
         namespace=str(meta.get("namespace") or ""),
@@ -278,6 +279,14 @@ def project_job(body: Mapping[str, Any]) -> JobView:
 
 
 @dataclass(frozen=True)
+class Holder:
+    """Another AppSchedule's task, by the name of its AppSchedule and of the CronJob or task."""
+
+    appschedule: str
+    name: str  # the CronJob's name (a task held elsewhere) or the task's (a CronJob name claimed)
+
+
+@dataclass(frozen=True)
 class World:
     """What one reconcile of one AppSchedule reads: a snapshot of the view, plus the facts about its
     namespace that task ownership needs (DESIGN "Task ownership")."""
@@ -285,7 +294,7 @@ class World:
     appschedule: AppScheduleView
     deployment: DeploymentView | None
     cronjobs: Mapping[str, CronJobView]  # carrying its appschedule label, by name
-    held_elsewhere: Mapping[str, str]  # task -> "CronJob 'x' of AppSchedule 'y'", for tasks someone else runs
+    held_elsewhere: Mapping[str, Holder]  # task -> the CronJob (and its AppSchedule) that runs it elsewhere
     senior_claimant: Mapping[str, str]  # task -> an older AppSchedule declaring it validly (when nobody holds it)
-    name_claimant: Mapping[str, str]  # CronJob name -> "'x' (task 'y')", an older AppSchedule whose task has it
+    name_claimant: Mapping[str, Holder]  # CronJob name -> an older AppSchedule (and its task) that has the name
     jobs: Mapping[str, Sequence[JobView]] = field(default_factory=dict)  # task -> its Jobs (this AppSchedule's)

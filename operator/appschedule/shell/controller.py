@@ -80,7 +80,7 @@ class WriteFailed(Exception):
 class Controller:
     cluster: Cluster
     options: Options
-    state: Store = field(default_factory=Store)
+    store: Store = field(default_factory=Store)
     queue: WorkQueue = field(default_factory=WorkQueue)
     running: asyncio.Event = field(default_factory=asyncio.Event)  # set while not paused (peering)
     listed: asyncio.Event = field(default_factory=asyncio.Event)  # every watch's initial listing is in
@@ -115,12 +115,12 @@ class Controller:
         """Every watch has its initial listing in: decisions may be taken from now on."""
         if not self.listed.is_set():
             self.listed.set()
-            self.state.prune()
+            self.store.prune()
             log.info(
                 "initial listing done: %d AppSchedules, %d CronJobs, %d Deployments in memory",
-                len(self.state.appschedules),
-                len(self.state.cronjobs),
-                len(self.state.deployments),
+                len(self.store.appschedules),
+                len(self.store.cronjobs),
+                len(self.store.deployments),
             )
 
     async def start(self) -> None:
@@ -157,7 +157,7 @@ class Controller:
         stamp = keys.rfc3339(now)
         return [
             key
-            for key, view in self.state.appschedules.items()
+            for key, view in self.store.appschedules.items()
             if full or str(view.status.get("nextRunTime") or "") <= stamp
         ]
 
@@ -175,7 +175,7 @@ class Controller:
             pause = period / len(keys)
             for key in keys:  # spread over the period, not a burst
                 await self.running.wait()
-                if key in self.state.appschedules:
+                if key in self.store.appschedules:
                     self.queue.add(key, urgent=False)
                 await asyncio.sleep(pause)
 
@@ -238,14 +238,14 @@ class Controller:
             )
 
     async def _world(self, key: Key) -> World | None:
-        world = self.state.world(key)
+        world = self.store.world(key)
         if isinstance(world, DeploymentMiss):  # newly referenced: read it once, the watch keeps it fresh
             body = await asyncio.to_thread(self.cluster.read_deployment, world.namespace, world.name)
-            self.state.fetched_deployment(world.namespace, world.name, project_deployment(body) if body else None)
-            world = self.state.world(key)
+            self.store.fetched_deployment(world.namespace, world.name, project_deployment(body) if body else None)
+            world = self.store.world(key)
         return None if isinstance(world, DeploymentMiss) else world
 
-    def _record(self, key: Key, woken: set[Key]) -> None:
+    def _wake_others(self, key: Key, woken: set[Key]) -> None:
         """Wake the others a write of ours concerns; not the key itself (it is being reconciled)."""
         self.wake(woken - {key})
 
@@ -254,10 +254,10 @@ class Controller:
         if world is None:  # gone or going: its CronJobs go with it (garbage collection by ownerReference)
             self.waiting.pop(key, None)
             outcome = Outcome()
-            if key not in self.state.appschedules:  # its Jobs can be counted by nobody: let them go
-                holding = [j.name for j in self.state.jobs_of(key) if j.finalizer]
+            if key not in self.store.appschedules:  # its Jobs can be counted by nobody: let them go
+                holding = [j.name for j in self.store.jobs_of(key) if j.finalizer]
                 outcome.released = await self._release(key[0], holding)
-                metrics.forget(key[0], key[1], {j.task for j in self.state.jobs_of(key)})
+                metrics.forget(key[0], key[1], {j.task for j in self.store.jobs_of(key)})
             return outcome
         view = world.appschedule
         decided = await self._plan(world, now)
@@ -296,7 +296,7 @@ class Controller:
                     raise
                 continue
             outcome.applied += 1
-            self._record(key, self.state.put_cronjob(project_cronjob(body)))
+            self._wake_others(key, self.store.put_cronjob(project_cronjob(body)))
         if rejected or failed:
             fresh = await self._world(key)
             if fresh is None:
@@ -307,7 +307,7 @@ class Controller:
             cronjob = world.cronjobs[name]
             await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, name, cronjob.uid)
             outcome.deleted += 1
-            self._record(key, self.state.drop_cronjob(cronjob.namespace, name))
+            self._wake_others(key, self.store.drop_cronjob(cronjob.namespace, name))
         appschedule = world.appschedule.as_object()
         metrics.track(key[0], key[1], view.status)
         left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
@@ -327,7 +327,7 @@ class Controller:
                 await self._status_refused(key, appschedule, error, now)
                 outcome.status = 0
                 return outcome
-            self.state.stored_status(key, body.get("status") or {}, str(body["metadata"]["resourceVersion"]))
+            self.store.stored_status(key, body.get("status") or {}, str(body["metadata"]["resourceVersion"]))
             outcome.status = 1
             metrics.record_status(key[0], key[1], view.status, body.get("status") or {})
             metrics.record_durations(key[0], key[1], decided.finished)
@@ -352,7 +352,7 @@ class Controller:
         why = f"{error.status} {error.reason}: {message_of(error)}"[:900]
         log.error("%s/%s: the API server refused the status (%s); runs are not being recorded", *key, why)
         metrics.STATUS_REFUSED.labels(*key).inc()
-        holding = [j.name for j in self.state.jobs_of(key) if j.finalizer]
+        holding = [j.name for j in self.store.jobs_of(key) if j.finalizer]
         await self._release(key[0], holding)
         message = (
             f"the API server refused the status ({why}); runs are not being recorded and {len(holding)} "
@@ -376,7 +376,7 @@ class Controller:
         bodies = await asyncio.to_thread(self.cluster.list_jobs, key[0], key[1])
         changed = False
         for body in bodies:
-            changed |= bool(self.state.put_job(project_job(body)))
+            changed |= bool(self.store.put_job(project_job(body)))
         if changed:
             log.info("%s/%s: a Job the watch had not delivered yet was found before counting a missed run", *key)
         return changed
@@ -390,7 +390,7 @@ class Controller:
             except ApiException as error:  # tried again on the next reconcile: the Job still holds it
                 log.warning("could not release Job %s/%s: %s %s", namespace, name, error.status, error.reason)
                 continue
-            self.state.released(namespace, name)
+            self.store.released(namespace, name)
             released += 1
         return released
 
@@ -407,7 +407,7 @@ class Controller:
 
     def _timer_fired(self, key: Key) -> None:
         self.timers.pop(key, None)
-        if key in self.state.appschedules and self.running.is_set():
+        if key in self.store.appschedules and self.running.is_set():
             self.queue.add(key, urgent=False)
 
     async def _apply(self, manifest: dict[str, Any], *, force: bool, uid: str) -> dict[str, Any]:

@@ -165,25 +165,25 @@ async def _heartbeat(controller: Controller, launch: Launch) -> None:
 @kopf.index(naming.GROUP, naming.VERSION, naming.PLURAL)
 async def appschedule_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller = _controller(memo)
-    controller.wake(controller.state.put_appschedule(project_appschedule(body)))
+    controller.wake(controller.store.put_appschedule(project_appschedule(body)))
 
 
 @kopf.index("apps", "v1", "deployments")
 async def deployment_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller = _controller(memo)
-    controller.wake(controller.state.put_deployment(project_deployment(body)))
+    controller.wake(controller.store.put_deployment(project_deployment(body)))
 
 
 @kopf.index("batch", "v1", "cronjobs")
 async def cronjob_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller = _controller(memo)
-    controller.wake(controller.state.put_cronjob(project_cronjob(body)))
+    controller.wake(controller.store.put_cronjob(project_cronjob(body)))
 
 
 @kopf.index("batch", "v1", "jobs")
 async def job_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller = _controller(memo)
-    controller.wake_soon(controller.state.put_job(project_job(body)))
+    controller.wake_soon(controller.store.put_job(project_job(body)))
 
 
 # -- deletions, and the start of the work once every listing is in
@@ -201,7 +201,7 @@ async def appschedule_event(
 ) -> None:
     controller = _deleted(event, memo)
     if controller and namespace:
-        controller.wake(controller.state.drop_appschedule(namespace, name))
+        controller.wake(controller.store.drop_appschedule(namespace, name))
 
 
 @kopf.on.event("apps", "v1", "deployments")
@@ -210,18 +210,18 @@ async def deployment_event(
 ) -> None:
     controller = _deleted(event, memo)
     if controller and namespace:
-        controller.wake(controller.state.drop_deployment(namespace, name))
+        controller.wake(controller.store.drop_deployment(namespace, name))
 
 
 @kopf.on.event("batch", "v1", "cronjobs")
 async def cronjob_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
     controller = _deleted(event, memo)
     if controller and namespace:
-        controller.wake(controller.state.drop_cronjob(namespace, name))
+        controller.wake(controller.store.drop_cronjob(namespace, name))
 
 
 @kopf.on.event("batch", "v1", "jobs")
 async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
     controller = _deleted(event, memo)
     if controller and namespace:
-        controller.wake_soon(controller.state.drop_job(namespace, name))
+        controller.wake_soon(controller.store.drop_job(namespace, name))

@@ -29,6 +29,7 @@ from ..core.view import (
     AppScheduleView,
     CronJobView,
     DeploymentView,
+    Holder,
     JobView,
     Key,
     World,
@@ -228,13 +229,13 @@ class Store:
             return DeploymentMiss(namespace, view.deployment)
         assert deployment is None or isinstance(deployment, DeploymentView)
         cronjobs = {n: self.cronjobs[namespace, n] for n in self._labelled.get(key, ())}
-        held: dict[str, str] = {}
+        held: dict[str, Holder] = {}
         senior: dict[str, str] = {}
         for task in set(view.declared):
             for name in self._holders.get((namespace, task), ()):
                 other = self.cronjobs[namespace, name]
                 if not other.ours(view):
-                    held[task] = f"CronJob {name!r} of AppSchedule {other.appschedule!r}"
+                    held[task] = Holder(other.appschedule, name)
             if task in view.valid:
                 older = [
                     self.appschedules[namespace, a]
@@ -244,12 +245,12 @@ class Store:
                 older = [a for a in older if a.seniority < view.seniority]
                 if older:
                     senior[task] = min(older, key=lambda a: a.seniority).name
-        claimed: dict[str, str] = {}
+        claimed: dict[str, Holder] = {}
         for cronjob in view.cronjob_names():
             for other_name in self._named.get((namespace, cronjob), ()):
                 sibling = self.appschedules[namespace, other_name]
                 if other_name != view.name and sibling.seniority < view.seniority:
-                    claimed[cronjob] = f"{other_name!r} (task {sibling.cronjob_names()[cronjob]!r})"
+                    claimed[cronjob] = Holder(other_name, sibling.cronjob_names()[cronjob])
         jobs: dict[str, list[JobView]] = {}
         for job in self.jobs_of(key):
             jobs.setdefault(job.task, []).append(job)
