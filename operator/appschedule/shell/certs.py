@@ -1,6 +1,12 @@
-"""The webhook server's TLS certificate: read from files (cert-manager, a Secret mounted by the chart),
-or made by the operator when none is given: a private CA of its own and a serving certificate it signs,
+"""Certificates. The webhook server's: read from files (cert-manager, a Secret mounted by the chart), or
+made by the operator when none is given: a private CA of its own and a serving certificate it signs,
 valid for the names the API server calls it by. The CA goes into the webhook configurations' caBundle.
+
+``Authority`` (a CA and the certificates it signs) is the project's one certificate helper: the local
+test cluster's PKI (hack/cluster/localcluster.py) is made with it too.
+
+Invariant: a serving certificate made here names every host it is asked for, and the CA returned with
+it is the one that signed it.
 """
 
 from __future__ import annotations

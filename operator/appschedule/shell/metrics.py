@@ -2,7 +2,8 @@
 
 The run counters grow by what each status write adds to the ledger's counts (a restart of the operator
 starts them at 0 again, as Prometheus counters do); the gauges follow the status. Series of an
-AppSchedule or task that is gone are removed.
+AppSchedule or task that is gone are removed. Labels are bounded: namespace, AppSchedule, task and a
+result from a fixed set; never a Job's name or a key.
 """
 
 from __future__ import annotations
