@@ -61,7 +61,7 @@ from typing import Literal
 from . import keys, naming
 from .keys import parse_time, rfc3339
 from .models import JOBS_MAX, NAME_MAX, SUSPENSIONS_MAX, Counts, JobRecord, RunRecord, Suspension, TaskStatus
-from .schedule import Schedule, count_fires, next_fire, previous_fire, repeat_of, repeats_between
+from .schedule import Schedule, count_fires, earliest, next_fire, previous_fire, repeat_of, repeats_between
 from .view import JobView
 
 EventType = Literal["Normal", "Warning"]
@@ -209,7 +209,7 @@ class Book:
         self.notes.setdefault(reason, []).append(Note(text, count))
 
     def wake(self, moment: datetime) -> None:
-        self.wake_at = _earliest(self.wake_at, moment)
+        self.wake_at = earliest(self.wake_at, moment)
 
 
 @dataclass(frozen=True)
@@ -629,10 +629,6 @@ def _settled(record: JobRecord, checked: datetime, now: datetime) -> bool:
 def _seconds(start: datetime, finish: str | None, now: datetime) -> float:
     end = parse_time(finish) or now
     return max(0.0, (end - start).total_seconds())
-
-
-def _earliest(current: datetime | None, candidate: datetime) -> datetime:
-    return candidate if current is None or candidate < current else current
 
 
 def _missed_times(

@@ -76,6 +76,11 @@ _NUMBER = re.compile(r"\d+")
 _MAX_YEARS = 5  # robfig's Next gives up after this many years
 
 
+def earliest(current: datetime | None, candidate: datetime) -> datetime:
+    """The earlier of two moments, ``current`` being optional (a wake-up time not yet set)."""
+    return candidate if current is None or candidate < current else current
+
+
 class ScheduleError(ValueError):
     """A schedule or time zone the CronJob controller would not run; the message says what and where."""
 

@@ -33,6 +33,7 @@ from urllib3.exceptions import HTTPError
 from ..core import keys, naming
 from ..core.events import Event
 from ..core.reconcile import Plan, plan
+from ..core.schedule import earliest
 from ..core.view import World, project_cronjob, project_deployment, project_job
 from . import metrics
 from .api import Cluster, classify, message_of
@@ -315,7 +316,7 @@ class Controller:
             # only a fire that came, or runs that started: wait for what comes next (the fire's run, the runs'
             # end) and write once. The step is done again from the stored status then, with its Events and
             # releases (none are lost)
-            self._wake_at(key, _earliest(decided.wake_at, now + timedelta(seconds=left)), now)
+            self._wake_at(key, earliest(decided.wake_at, now + timedelta(seconds=left)), now)
             return outcome
         self.waiting.pop(key, None)
         if decided.status_changed:
@@ -439,7 +440,3 @@ def _missed(status: Mapping[str, Any]) -> int:
         missed = counts.get("missed") if isinstance(counts, Mapping) else None
         total += missed if isinstance(missed, int) else 0
     return total
-
-
-def _earliest(current: datetime | None, candidate: datetime) -> datetime:
-    return candidate if current is None or candidate < current else current
