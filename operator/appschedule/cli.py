@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import sys
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -147,6 +148,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--webhooks: choose from {', '.join(admission.WEBHOOK_IDS)}")
     if args.webhook_service and "/" not in args.webhook_service:
         raise UserError("--webhook-service must be <namespace>/<name>")
+    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    election = handlers.Election(args.leader_election_namespace, args.leader_election_name, identity)
     launch = handlers.Launch(
         controller.Options(
             resync_seconds=args.resync_seconds,
@@ -154,7 +157,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             full_resync_every=args.full_resync_every,
             metrics_port=args.metrics_port,
             scanning=not args.no_scanning,
-        )
+        ),
+        election=election if args.leader_elect else None,
     )
     name_without_passwd_entry()
     front = _front(args, frozenset(kinds))
@@ -164,9 +168,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(
-                standalone=args.peering is None,
-                peering_name=args.peering,
-                priority=args.priority,
+                standalone=True,  # no kopf peering: the Lease decides who reconciles (--leader-elect)
                 clusterwide=not args.namespace,
                 namespaces=args.namespace or (),
                 memo=kopf.Memo(launch=launch),
@@ -261,8 +263,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--workers", type=int, default=4, help="AppSchedules reconciled at once (default 4)")
     run.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
-    run.add_argument("--peering", help="kopf peering object: several replicas, one active (default: standalone)")
-    run.add_argument("--priority", type=int, default=0, help="peering priority; give each replica its own")
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="several replicas: the one holding a Lease reconciles, the others wait with warm watches "
+        "(every replica serves the webhooks); default: this process reconciles alone",
+    )
+    run.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE") or "default",
+        help="namespace of the Lease (default: $POD_NAMESPACE, else default)",
+    )
+    run.add_argument("--leader-election-name", default="appschedule-operator", help="name of the Lease")
     run.add_argument("--log-format", choices=["json", "plain", "full"], default="json", help="default json")
     run.add_argument(
         "--webhook-port",

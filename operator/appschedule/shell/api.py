@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal
@@ -85,6 +85,14 @@ class Cluster:
         self._lock = threading.Lock()
         self._inflight: dict[int, float] = {}
         self.requests: Counter[str] = Counter()  # by namespace, for the liveness probe and tests
+        # called before every write of a reconcile; raises (leader.Fenced) when this replica may not write
+        self.fence: Callable[[], None] | None = None
+        self.writes = 0  # writes made (tests count a standby's: none)
+
+    def _write(self) -> None:
+        if self.fence is not None:
+            self.fence()
+        self.writes += 1
 
     @contextmanager
     def _call(self, namespace: str) -> Iterator[None]:
@@ -154,6 +162,7 @@ class Cluster:
     def apply_cronjob(self, manifest: Mapping[str, Any], *, force: bool) -> dict[str, Any]:
         """Server-side apply. Without ``force`` (a CronJob we do not hold yet) a CronJob of the same name
         whose fields someone else manages makes it fail with 409 instead of taking it over."""
+        self._write()
         with self._call(str(manifest["metadata"]["namespace"])):
             return self._json(
                 self.batch.patch_namespaced_cron_job(
@@ -169,6 +178,7 @@ class Cluster:
             )
 
     def delete_cronjob(self, namespace: str, name: str, uid: str | None) -> None:
+        self._write()
         options = client.V1DeleteOptions(
             propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid) if uid else None
         )
@@ -184,6 +194,7 @@ class Cluster:
     def release_job(self, namespace: str, name: str, finalizer: str) -> dict[str, Any] | None:
         """Remove our finalizer from a Job and mark it filed (the ledger is done with it: a status that lists
         only a few Jobs needs the Job to say so), in one patch; None when the Job is gone."""
+        self._write()
         patch = {
             "metadata": {
                 "$deleteFromPrimitiveList/finalizers": [finalizer],
@@ -235,6 +246,7 @@ class Cluster:
     def replace_status(self, appschedule: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
         """PUT the status with the resourceVersion it was computed from: a 409 means the object moved on
         and the reconcile is run again from the newer view; no update is ever lost or written blind."""
+        self._write()
         meta = appschedule["metadata"]
         body = {
             "apiVersion": naming.API_VERSION,
@@ -274,6 +286,7 @@ class Cluster:
         return status
 
     def post_event(self, appschedule: Mapping[str, Any], event: Event, now: datetime) -> None:
+        self._write()
         meta = appschedule["metadata"]
         stamp = keys.rfc3339(now)
         body = {

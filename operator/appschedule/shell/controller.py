@@ -11,8 +11,9 @@ passed (what time alone changes), and every AppSchedule every ``full_resync_ever
 over the period, in the background lane of the queue: it costs CPU, makes no request when nothing
 changed, and never delays a watch event's reconcile.
 
-While the operator is paused (kopf peering: another replica with a higher priority is active), no
-worker takes a key and the resync queues nothing.
+While this replica does not lead (``--leader-elect``: another holds the Lease, leader.py), no worker
+takes a key and the resync queues nothing; the watches keep the store current, so ``lead()`` only has to
+plan every AppSchedule once.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from urllib3.exceptions import HTTPError
 
 from ..core import keys, naming
 from ..core.events import Event
+from ..core.lease import RETRY_SECONDS
 from ..core.reconcile import Plan, plan
 from ..core.schedule import earliest
 from ..core.view import World, project_cronjob, project_deployment, project_job
 from . import metrics
 from .api import Cluster, classify, message_of
+from .leader import Fenced
 from .store import DeploymentMiss, Store
 from .workqueue import Key, WorkQueue
 
@@ -83,7 +86,7 @@ class Controller:
     options: Options
     store: Store = field(default_factory=Store)
     queue: WorkQueue = field(default_factory=WorkQueue)
-    running: asyncio.Event = field(default_factory=asyncio.Event)  # set while not paused (peering)
+    running: asyncio.Event = field(default_factory=asyncio.Event)  # set while this replica may reconcile (leads)
     listed: asyncio.Event = field(default_factory=asyncio.Event)  # every watch's initial listing is in
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
@@ -124,8 +127,11 @@ class Controller:
                 len(self.store.deployments),
             )
 
-    async def start(self) -> None:
-        self.running.set()
+    async def start(self, *, lead: bool = True) -> None:
+        """Start the workers and the resync; they reconcile once this replica leads (at once, unless it is
+        elected: then ``lead()`` starts them)."""
+        if lead:
+            self.running.set()
         self.tasks = [asyncio.create_task(self._worker(i)) for i in range(self.options.workers)]
         self.tasks.append(asyncio.create_task(self._resync()))
 
@@ -137,6 +143,16 @@ class Controller:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self._planner.shutdown(wait=False, cancel_futures=True)
+
+    def lead(self) -> None:
+        """This replica became the leader: plan every AppSchedule once (what changed while it followed is
+        in the store already: the watches never stopped), then as usual."""
+        self.running.set()
+        self.wake(set(self.store.appschedules))
+
+    def follow(self) -> None:
+        """This replica stopped leading: the workers finish what they hold (its writes are fenced) and wait."""
+        self.running.clear()
 
     def health(self) -> dict[str, Any]:
         """For the liveness probe: raises when a worker is stuck (a request or reconcile far past every timeout)."""
@@ -201,6 +217,9 @@ class Controller:
         started = time.monotonic()
         try:
             outcome = await self.reconcile(key, datetime.now(UTC))
+        except Fenced as error:  # leadership ended under this reconcile: the next leader plans it again
+            log.info("reconcile of %s/%s stopped: %s", *key, error)
+            self.queue.done(key, retry_in=RETRY_SECONDS)
         except ApiException as error:
             metrics.RECONCILES.labels("failed").inc()
             conflict = error.status == 409

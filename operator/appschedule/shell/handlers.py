@@ -49,12 +49,19 @@ from ..core.view import project_appschedule, project_cronjob, project_deployment
 from . import metrics, webhook_server
 from .api import Cluster, api_client
 from .controller import Controller, Options
+from .leader import LeaderElector
 
 log = logging.getLogger("appschedule")
 CRONJOB_SELECTOR = f"{naming.MANAGED_BY}={naming.MANAGER}"
-# kopf's peering announces its decisions only in its log (kopf/_core/engines/peering.py); _PeeringLog follows
-# them, and tests/unit/test_kopf_coupling.py fails when kopf's wording changes under it
-PAUSING, RESUMING = "Pausing operations in favour of", "Resuming operations after the pause"
+
+
+@dataclass(frozen=True)
+class Election:
+    """The Lease replicas elect their leader on (``--leader-elect``), and this replica's name in it."""
+
+    namespace: str
+    name: str
+    identity: str
 
 
 @dataclass
@@ -62,6 +69,7 @@ class Launch:
     """What ``appschedule run`` (cli.py) hands to the handlers, through kopf's memo (``memo["launch"]``)."""
 
     options: Options
+    election: Election | None = None  # None: this process reconciles alone (no Lease)
     front: tuple[BaseProcess, webhook_server.Heartbeat] | None = None  # the admission process, if started
     front_lost: bool = False  # set when it exited: the operator stopped because of that (exit status 1)
 
@@ -74,24 +82,6 @@ def _launch(memo: kopf.Memo) -> Launch:
 def _controller(memo: kopf.Memo) -> Controller:
     controller: Controller = memo["controller"]
     return controller
-
-
-class _PeeringLog(logging.Handler):
-    """Follows kopf's peering decisions, which it announces only in its log: while another replica
-    with a higher priority is active this one is paused, and our workers must be too."""
-
-    def __init__(self, controller: Controller) -> None:
-        super().__init__(logging.INFO)
-        self.controller = controller
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if message.startswith(PAUSING):
-            self.controller.running.clear()
-            log.info("paused: another replica is active")
-        elif message.startswith(RESUMING):
-            self.controller.running.set()
-            log.info("resumed: this replica is active")
 
 
 @kopf.on.startup()
@@ -115,22 +105,35 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.scanning.disabled = not launch.options.scanning
     if launch.options.metrics_port:
         metrics.serve(launch.options.metrics_port)
-    controller = Controller(Cluster(api_client()), launch.options)
+    cluster = Cluster(api_client())
+    controller = Controller(cluster, launch.options)
     memo["controller"] = controller
-    await controller.start()
+    if launch.election is None:
+        await controller.start()
+    else:
+        election = launch.election
+        elector = LeaderElector(
+            cluster.api, election.namespace, election.name, election.identity,
+            on_lead=controller.lead, on_follow=controller.follow,
+        )  # fmt: skip
+        cluster.fence = elector.fence
+        memo["elector"] = elector
+        await controller.start(lead=False)
+        memo["election"] = asyncio.create_task(elector.run())
     if launch.front is not None:
         _beat(controller, launch.front[1])  # the probe answers from the first second on
     memo["heartbeat"] = asyncio.create_task(_heartbeat(controller, launch))
-    peering = _PeeringLog(controller)
-    logging.getLogger("kopf").addHandler(peering)
-    memo["peering_log"] = peering
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    logging.getLogger("kopf").removeHandler(memo["peering_log"])
     memo["heartbeat"].cancel()
-    await _controller(memo).stop()
+    controller = _controller(memo)
+    controller.follow()  # no new reconcile; the Lease is released once the workers are gone
+    await controller.stop()
+    if "election" in memo:
+        memo["election"].cancel()
+        await asyncio.to_thread(memo["elector"].release)
     front = _launch(memo).front
     if front is not None and front[0].is_alive():
         front[0].terminate()
