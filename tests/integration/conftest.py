@@ -145,3 +145,16 @@ def operator(
     _operator.start_and_wait()
     yield _operator
     _operator.stop()
+
+
+@pytest.fixture(scope="module")
+def no_session_operator() -> Iterator[None]:
+    """For a module whose own operators must be the only ones reconciling: the session's operator is
+    stopped (when an earlier test started it) and started again after the module."""
+    session = _operator
+    running = session is not None and session.alive()
+    if running and session:
+        session.stop()
+    yield
+    if running and session:
+        session.start_and_wait()

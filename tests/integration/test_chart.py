@@ -25,8 +25,10 @@ from tests.kit import chart
 from tests.kit.chart import OUTCOME, Helm, HostedOperator, of_kind
 from tests.kit.wait import wait_for
 
-from . import conftest
 from .conftest import ClusterUnderTest, Kubectl
+
+# the chart's operator must be the only one reconciling
+pytestmark = pytest.mark.usefixtures("no_session_operator")
 
 ALL_ON: dict[str, Any] = {
     "webhook": {"certManager": {"enabled": True}},
@@ -45,19 +47,6 @@ EVERY_MINUTE = "* * * * *"
 @pytest.fixture(scope="module")
 def helm(cluster: ClusterUnderTest) -> Helm:
     return Helm(cluster.kubeconfig)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_session_operator() -> Iterator[None]:
-    """The chart's operator must be the only one reconciling: the session's is stopped for this module
-    (when an earlier test started it) and started again after it."""
-    session = conftest._operator
-    running = session is not None and session.process is not None and session.process.poll() is None
-    if running and session:
-        session.stop()
-    yield
-    if running and session:
-        session.start_and_wait()
 
 
 def new_namespace(kubectl: Kubectl, *, restricted: bool = False) -> str:
