@@ -5,6 +5,9 @@ reaches a Deployment of another namespace."""
 from __future__ import annotations
 
 import json
+import socket
+import ssl
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +116,14 @@ def test_an_appschedule_never_reaches_another_namespace(
         assert kubectl("get", "cronjobs", "-n", other, "-o", "name").stdout.strip() == ""
     finally:
         kubectl("delete", "namespace", other, "--wait=false", check=False)
+
+
+def test_readiness_is_the_webhook_server_answering_over_tls(validating: OperatorProcess) -> None:
+    """What the chart's readinessProbe asks (GET /readyz, HTTPS on the webhook port): the server answers
+    with its certificate, so the Service sends admission requests only to replicas that can take them."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # as the kubelet probes: no verification
+    with urllib.request.urlopen("https://127.0.0.1:36321/readyz", timeout=10, context=context) as response:
+        assert response.status == 200 and json.loads(response.read()) == {"ready": True}
+    with socket.create_connection(("127.0.0.1", 36321), timeout=10) as raw, context.wrap_socket(raw) as tls:
+        assert tls.getpeercert(binary_form=True)  # the handshake shows the webhook's certificate

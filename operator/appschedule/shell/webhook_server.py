@@ -27,7 +27,6 @@ import asyncio
 import base64
 import contextlib
 import ctypes
-import functools
 import json
 import logging
 import multiprocessing
@@ -153,16 +152,33 @@ async def _serve(front: Front, heartbeat: Heartbeat, parent: int) -> None:
             await runner.cleanup()
 
 
+_APPLICATION = aiohttp.web.Application
+READY_PATH = "/readyz"
+
+
+async def _ready(_: aiohttp.web.Request) -> aiohttp.web.Response:
+    return aiohttp.web.json_response({"ready": True})
+
+
+def _webhook_application(*args: Any, **kwargs: Any) -> aiohttp.web.Application:
+    """The Application kopf's WebhookServer builds: requests up to ADMISSION_MAX_BYTES, and GET /readyz."""
+    app = _APPLICATION(*args, **{**kwargs, "client_max_size": ADMISSION_MAX_BYTES})
+    app.add_routes([aiohttp.web.get(READY_PATH, _ready)])
+    return app
+
+
 async def _webhooks(front: Front) -> None:
     import kopf
 
     from .api import Cluster, api_client
 
     assert front.files is not None
-    # kopf's server makes a plain aiohttp Application, which refuses a request over 1 MiB with 413; the API
-    # server then fails open (Ignore) and an oversized AppSchedule would be admitted unchecked. It builds it by
-    # this name, and this process has no other aiohttp application that it could change
-    aiohttp.web.Application = functools.partial(aiohttp.web.Application, client_max_size=ADMISSION_MAX_BYTES)  # type: ignore[misc,assignment]
+    # kopf's server makes a plain aiohttp Application, which refuses a request over 1 MiB with 413 (the API
+    # server would then fail open under Ignore, or refuse under Fail), and serves POSTs only. It builds it by
+    # this name, and this process has no other aiohttp application that it could change: ours gets the size,
+    # and GET /readyz, the readiness probe's (the server answers, over TLS, with its certificate).
+    # tests/unit/test_kopf_coupling.py fails when kopf stops building it so.
+    aiohttp.web.Application = _webhook_application  # type: ignore[misc,assignment]
     reviews = ThreadPoolExecutor(max_workers=4, thread_name_prefix="review")
     loop = asyncio.get_running_loop()
     # the client is made before the first request (reading the kubeconfig or the ServiceAccount and building
