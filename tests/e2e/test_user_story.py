@@ -89,10 +89,10 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
             },
         }
         kubectl("apply", "-f", "-", input=json.dumps(deployment))
-        kubectl("apply", "-f", "-", input=json.dumps(schedule))
-        if not target.image:
+        if not target.image:  # before the AppSchedule: no AppSchedule is stored while no replica reviews it
             operator = HostedOperator(kubectl, target.kubeconfig, RELEASE, ops, tmp_path)
             operator.start()
+        chart.apply_reviewed(kubectl, schedule)
 
         wait_for(
             lambda: kubectl("get", "cronjob", "shop-print-key", "-n", app, check=False).returncode == 0,

@@ -99,7 +99,8 @@ def test_lint_default_and_every_option(helm: Helm, tmp_path: Path) -> None:
 
 def test_values_schema_refuses_what_the_chart_cannot_do(helm: Helm) -> None:
     for bad, field in (
-        ({"replicaCount": 2}, "replicaCount"),
+        ({"replicaCount": -1}, "replicaCount"),
+        ({"webhook": {"validationFailurePolicy": "Sometimes"}}, "validationFailurePolicy"),
         ({"imagee": {}}, "imagee"),
         ({"webhook": {"timeoutSeconds": 31}}, "timeoutSeconds"),
         ({"logFormat": "xml"}, "logFormat"),
@@ -172,15 +173,55 @@ def test_rbac_is_least_privilege(helm: Helm) -> None:
             assert review["rules"] == [
                 {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}
             ], "watchNamespaces must not grant anything else cluster-wide"
-            assert {r["metadata"]["namespace"] for r in of_kind(objects, "Role")} == {"a", "b"}
+            roles = [r for r in of_kind(objects, "Role") if not r["metadata"]["name"].endswith("-leader-election")]
+            assert {r["metadata"]["namespace"] for r in roles} == {"a", "b"}
         else:
             assert len(cluster_roles) == 1
+        # leader election: the Lease in the release's namespace, nothing cluster-wide
+        (election,) = [r for r in of_kind(objects, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+        assert election["metadata"]["namespace"] == "ops"
+        assert election["rules"] == [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+        ]
+        assert not any("leases" in rule["resources"] for kind, _, rule in rules if kind == "ClusterRole")
 
 
-def test_operator_pod_is_restricted_and_single(helm: Helm) -> None:
-    (deployment,) = of_kind(helm.template({}), "Deployment")
+def test_operator_pods_are_restricted_and_highly_available(helm: Helm) -> None:
+    objects = helm.template({})
+    (deployment,) = of_kind(objects, "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    # two replicas, one leading on a Lease; a new pod is ready before an old one goes; a drain leaves one
+    assert spec["replicas"] == 2 and spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    (budget,) = of_kind(objects, "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    spread = spec["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert spread[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert "--leader-elect" in spec["template"]["spec"]["containers"][0]["args"]
+    assert spec["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": "webhook",
+        "scheme": "HTTPS",
+    }
+    assert not of_kind(helm.template({"replicaCount": 1}), "PodDisruptionBudget")  # it would block every drain
+    # the AppSchedule webhook fails closed, away from the operator's namespace and kube-system; keys fail open
+    (validating,) = of_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"]
+    assert validating["failurePolicy"] == "Fail"
+    assert validating["namespaceSelector"]["matchExpressions"][0] == {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["kube-system", "ops"],
+    }
+    assert [r["resources"] for r in validating["rules"]] == [["appschedules"]]  # never appschedules/status
+    (keys,) = of_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"]
+    assert keys["failurePolicy"] == "Ignore"
+    ignoring = of_kind(
+        helm.template({"webhook": {"validationFailurePolicy": "Ignore"}}), "ValidatingWebhookConfiguration"
+    )
+    assert ignoring[0]["webhooks"][0]["failurePolicy"] == "Ignore"
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
@@ -332,11 +373,15 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
         answer = kubectl("auth", "can-i", verb, resource, *scope, who, check=False).stdout.strip()
         assert answer == "no", f"the chart's ServiceAccount may {verb} {resource}"
 
-    # the app first: the operator reports its initial listing once it has seen an object
-    _deployment_and_appschedule(kubectl, app)
+    # the app's Deployment first: the operator reports its initial listing once it has seen an object
+    _deployment(kubectl, app)
+    # failurePolicy Fail: while no replica answers, no AppSchedule is stored unreviewed
+    refused = kubectl("apply", "-f", "-", input=json.dumps(_shop(app)), check=False)
+    assert refused.returncode != 0 and "check-appschedules.appschedule.dev" in refused.stderr, refused.stderr
     operator = HostedOperator(kubectl, cluster.kubeconfig, release, ops, tmp_path)
     try:
         operator.start()
+        chart.apply_reviewed(kubectl, _shop(app))
         _reconcile_key_and_record(kubectl, app)
 
         # a spec change goes through the validating webhook, which asks a SubjectAccessReview as the
@@ -444,10 +489,13 @@ def test_watch_namespaces_confines_the_operator(
         assert kubectl("auth", "can-i", verb, resource, "-n", watched, who, check=False).stdout.strip() == "yes"
         assert kubectl("auth", "can-i", verb, resource, "-n", other, who, check=False).stdout.strip() == "no"
     for namespace in (other, watched):
-        _deployment_and_appschedule(kubectl, namespace)
+        _deployment(kubectl, namespace)
+    # not watched: the webhook does not see it (no replica need answer)
+    kubectl("apply", "-f", "-", input=json.dumps(_shop(other)))
     operator = HostedOperator(kubectl, cluster.kubeconfig, release, ops, tmp_path)
     try:
         operator.start()
+        chart.apply_reviewed(kubectl, _shop(watched))
         _reconcile_key_and_record(kubectl, watched)
         assert kubectl("get", "cronjobs", "-n", other, "-o", "name").stdout.strip() == ""
         status = json.loads(kubectl("get", "appschedule", "shop", "-n", other, "-o", "json").stdout).get("status")
@@ -509,10 +557,14 @@ def _appschedule(namespace: str, name: str, tasks: list[dict[str, Any]]) -> dict
     }
 
 
-def _deployment_and_appschedule(kubectl: Kubectl, namespace: str) -> None:
+def _deployment(kubectl: Kubectl, namespace: str) -> None:
     deployment = yaml.safe_load((chart.REPO / "examples" / "deployment.yaml").read_text())
     deployment["metadata"]["namespace"] = namespace
     deployment["spec"]["replicas"] = 0
+    kubectl("apply", "-f", "-", input=json.dumps(deployment))
+
+
+def _shop(namespace: str) -> dict[str, Any]:
     tasks: list[dict[str, Any]] = [
         {"name": "report", "schedule": EVERY_MINUTE, "command": ["node", "report.js"]},
         {
@@ -522,8 +574,7 @@ def _deployment_and_appschedule(kubectl: Kubectl, namespace: str) -> None:
             "podAnnotations": {OUTCOME: "hang"},
         },
     ]
-    kubectl("apply", "-f", "-", input=json.dumps(deployment))
-    kubectl("apply", "-f", "-", input=json.dumps(_appschedule(namespace, "shop", tasks)))
+    return _appschedule(namespace, "shop", tasks)
 
 
 def _finalizers(kubectl: Kubectl, namespace: str, job: str) -> list[str]:

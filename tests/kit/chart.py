@@ -109,6 +109,22 @@ class Helm:
         return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
+def apply_reviewed(kubectl: Run, body: dict[str, Any], timeout: float = 30) -> None:
+    """``kubectl apply`` of an object a failurePolicy Fail webhook reviews, retried while the API server
+    cannot reach the webhook yet (a replica just became ready, an Endpoints object was just written);
+    any other refusal fails at once."""
+
+    def applied() -> bool:
+        out = kubectl("apply", "-f", "-", input=json.dumps(body), check=False)
+        if out.returncode == 0:
+            return True
+        if "failed calling webhook" not in out.stderr:
+            raise AssertionError(f"kubectl apply refused {body['metadata']['name']}: {out.stderr.strip()}")
+        return False
+
+    wait_for(applied, timeout=timeout, what=f"the API server to reach the webhook for {body['metadata']['name']}")
+
+
 def host_address() -> str:
     """This machine's address on its default route (an Endpoints address may not be loopback)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:

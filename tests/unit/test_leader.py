@@ -167,3 +167,19 @@ def test_a_leader_that_stops_releases_the_lease_and_a_standby_takes_it_at_its_ne
     clock.now += RETRY_SECONDS
     asyncio.run(b.step())
     assert b.leading and log == ["a leads", "b leads"]
+
+
+def test_a_release_right_after_a_takeover_keeps_the_count_of_transitions() -> None:
+    """Found by the integration test: a leader stopped before its first renewal released the Lease with
+    the count it had read before taking it over."""
+    api, clock, log = LeaseApi(), Clock(), list[str]()
+    a, b, c = (elector(api, name, clock, log) for name in "abc")
+    asyncio.run(a.step())
+    api.down.add("a")
+    for _ in range(LEASE_SECONDS // RETRY_SECONDS + 2):
+        clock.now += RETRY_SECONDS
+        asyncio.run(b.step())
+    assert b.leading and api.lease is not None and api.lease["spec"]["leaseTransitions"] == 1
+    b.release()
+    asyncio.run(c.step())
+    assert c.leading and api.lease["spec"]["leaseTransitions"] == 2

@@ -58,7 +58,6 @@ class LeaderElector:
         self.renewed_at: float | None = None  # monotonic start of the last successful acquire or renewal
         self.became_leader_at: float | None = None
         self._seen: tuple[str, float] | None = None  # (resourceVersion, when this replica first saw it)
-        self._record: LeaseRecord | None = None
 
     def may_write(self) -> bool:
         return self.leading and self.renewed_at is not None and self.clock() - self.renewed_at < RENEW_DEADLINE_SECONDS
@@ -98,14 +97,12 @@ class LeaderElector:
                 if error.status == 409:  # another replica created it first
                     return False
                 raise
-            self._record = LeaseRecord.of(body["spec"])
             return True
         metadata = lease.get("metadata") or {}
         version = str(metadata.get("resourceVersion") or "")
         if self._seen is None or self._seen[0] != version:
             self._seen = (version, self.clock())
         record = LeaseRecord.of(lease.get("spec"))
-        self._record = record
         if not may_take(record, self.identity, self.clock() - self._seen[1]):
             return False
         body = {
@@ -156,14 +153,15 @@ class LeaderElector:
 
     def release(self) -> None:
         """Give the Lease up (the workers have stopped): a standby may take it at once."""
-        if not self.leading or self._record is None:
+        if not self.leading:
             return
         self.leading = False
         try:
             lease = self._read()
-            if lease is None or LeaseRecord.of(lease.get("spec")).holder != self.identity:
+            record = LeaseRecord.of(lease.get("spec")) if lease is not None else None
+            if lease is None or record is None or record.holder != self.identity:
                 return
-            spec = {**(lease.get("spec") or {}), **released(self._record, datetime.now(UTC))}
+            spec = {**(lease.get("spec") or {}), **released(record, datetime.now(UTC))}
             lease["spec"] = spec
             self.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=TIMEOUT)
             log.info("released Lease %s/%s", self.namespace, self.name)
