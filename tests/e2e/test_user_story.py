@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import yaml
 from appschedule.core import naming
 from tests.kit import chart
 from tests.kit.chart import Helm, HostedOperator, Kubectl
-from tests.kit.wait import wait_for
+from tests.kit.wait import seconds_to_next_minute, wait_for
 
 from .conftest import Target
 
@@ -138,6 +139,9 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         if target.image:  # the chart's own test: metrics and the webhook's TLS, from inside the cluster
             helm("test", RELEASE, "-n", ops, "--timeout=120s")
 
+        if target.image:  # two replicas: the leader deleted just before a fire; every run keeps its key
+            _leader_deleted_before_a_fire(kubectl, ops, app)
+
         # uninstall: the pre-delete hook releases the Jobs; nothing of the release stays but the kept CRD
         manifest = helm("get", "manifest", RELEASE, "-n", ops).stdout
         command = [
@@ -195,3 +199,51 @@ def _duplicate_of(job: dict[str, Any]) -> dict[str, Any]:
         },
         "spec": {**spec, "template": template},
     }
+
+
+def _lease(kubectl: Kubectl, ops: str) -> dict[str, Any]:
+    (lease,) = json.loads(kubectl("get", "leases", "-n", ops, "-o", "json").stdout)["items"]
+    spec: dict[str, Any] = lease["spec"]
+    return spec
+
+
+def _leader_deleted_before_a_fire(kubectl: Kubectl, ops: str, app: str) -> None:
+    """The chart's two replicas on the real node: the leader's pod is deleted 8 s before a fire. The other
+    replica serves the key webhook (the Jobs of that fire and the next carry their keys, no
+    KeyNotInjected), takes the Lease over and records both runs."""
+    leader = _lease(kubectl, ops)["holderIdentity"]
+    pod = leader.rsplit("_", 1)[0]  # POD_NAME_<uuid>
+    wait_for(lambda: 3 < seconds_to_next_minute() < 9, timeout=70, what="8 s before a minute boundary", interval=0.2)
+    fire = round(time.time() + seconds_to_next_minute())  # the boundary, in whole seconds
+    deleted = time.monotonic()
+    kubectl("delete", "pod", pod, "-n", ops, "--wait=false")
+    took = wait_for(
+        lambda: _lease(kubectl, ops)["holderIdentity"] not in ("", leader) and time.monotonic() - deleted,
+        timeout=40,
+        what="another replica to take the Lease",
+        interval=0.5,
+    )
+    print(f"leader's pod deleted; the other replica leads after {took:.1f} s")
+    fires = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fire + 60 * n)) for n in (0, 1)]
+
+    def keyed_jobs() -> dict[str, str] | None:
+        jobs = json.loads(kubectl("get", "jobs", "-n", app, "-o", "json").stdout)["items"]
+        found = {
+            (j["metadata"].get("annotations") or {}).get(naming.ANNOTATION_SCHEDULED_TIME, ""): (
+                j["metadata"].get("annotations") or {}
+            ).get(naming.ANNOTATION_IDEMPOTENCY_KEY, "")
+            for j in jobs
+        }
+        return found if all(f in found for f in fires) else None
+
+    keys = wait_for(keyed_jobs, timeout=150, what=f"the Jobs of {fires}", interval=1)
+    assert [keys[f] for f in fires] == [f"print-key@{f}" for f in fires]
+
+    def recorded() -> bool:
+        status = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout).get("status")
+        last = ((status or {}).get("tasks") or [{}])[0].get("lastRun") or {}
+        return str(last.get("scheduledTime", "")) >= fires[1] and last.get("state") == "Succeeded"
+
+    wait_for(recorded, timeout=90, what="the new leader to record the second run")
+    events = kubectl("get", "events", "-n", app, "--field-selector", "reason=KeyNotInjected", "-o", "name")
+    assert events.stdout.strip() == "", events.stdout
