@@ -87,12 +87,11 @@ class Cluster:
         self.requests: Counter[str] = Counter()  # by namespace, for the liveness probe and tests
         # called before every write of a reconcile; raises (leader.Fenced) when this replica may not write
         self.fence: Callable[[], None] | None = None
-        self.writes = 0  # writes made (tests count a standby's: none)
 
     def _write(self) -> None:
+        """Before every write of a reconcile: refused (leader.Fenced) when this replica may not write."""
         if self.fence is not None:
             self.fence()
-        self.writes += 1
 
     @contextmanager
     def _call(self, namespace: str) -> Iterator[None]:
