@@ -162,6 +162,7 @@ def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(
     wait_for(lambda: "KeyNotInjected" in reasons(world, "shop"), timeout=30, what="a KeyNotInjected Event")
     recent = task_status(world, "shop", "tick")["recent"]
     assert recent[0]["keyInjected"] is False
+    assert counts(world, "shop", "tick").get("unkeyed") == 1  # the run without its key, counted once
 
 
 def webhook_only_operator(

@@ -269,7 +269,7 @@ def test_a_manual_run_maps_to_the_scheduled_key_and_counts_as_a_duplicate() -> N
     status, _ = step(status, cfg, [job(friday, outcome="Complete")], friday + timedelta(minutes=1))
     manual = job(None, created=friday + timedelta(days=4), name="report-rerun")
     status, result = step(status, cfg, [job(friday, outcome="Complete"), manual], friday + timedelta(days=4, seconds=5))
-    assert counts(status) == {"runs": 1, "succeeded": 1, "duplicates": 1}
+    assert counts(status) == {"runs": 1, "succeeded": 1, "duplicates": 1, "unkeyed": 1}
     assert [e.reason for e in result.events] == ["KeyNotInjected", "DuplicateRun"]
     assert "report@2026-09-11T17:00:00Z" in next(e.message for e in result.events if e.reason == "DuplicateRun")
 

@@ -67,12 +67,12 @@ def test_admit_counts_a_run_once_and_a_second_job_of_its_time_as_a_duplicate() -
     second = job(T0, name="shop-report-by-hand", created=T0 + timedelta(seconds=30), injected=False)
     run_times, waiting = ledger.admit(b, Seen.of([first, second], b.config))
     assert run_times == {stamp(T0)} and waiting == set()
-    assert (b.tally.runs, b.tally.duplicates) == (1, 1)
+    assert (b.tally.runs, b.tally.duplicates, b.tally.unkeyed) == (1, 1, 1)
     assert b.recent[stamp(T0)].duplicates == 1 and set(b.records) == {first.name, second.name}
     assert [n.text for n in b.notes["DuplicateRun"]] == [f"shop-report-by-hand (report@{stamp(T0)})"]
     assert "KeyNotInjected" in b.notes
     again = ledger.admit(b, Seen.of([first, second], b.config))  # seen again: nothing more is counted
-    assert again[0] == {stamp(T0)} and (b.tally.runs, b.tally.duplicates) == (1, 1)
+    assert again[0] == {stamp(T0)} and (b.tally.runs, b.tally.duplicates, b.tally.unkeyed) == (1, 1, 1)
 
 
 def test_admit_lets_a_job_wait_when_the_status_has_no_room() -> None:

@@ -22,11 +22,13 @@ def test_counters_exist_at_zero_before_the_first_event_and_count_from_there() ->
     metrics.track("ns-metrics", "shop", status)
     assert sample("appschedule_missed_runs_total", **labels) == 0
     assert sample("appschedule_duplicate_runs_total", **labels) == 0
+    assert sample("appschedule_unkeyed_jobs_total", **labels) == 0
     for result in ("failed", "stuck", "started"):
         assert sample("appschedule_runs_total", **labels, result=result) == 0
-    later = {"tasks": [{"name": "report", "counts": {"missed": 2, "failed": 1}}]}
+    later = {"tasks": [{"name": "report", "counts": {"missed": 2, "failed": 1, "unkeyed": 1}}]}
     metrics.record_status("ns-metrics", "shop", status, later)
     assert sample("appschedule_missed_runs_total", **labels) == 2
+    assert sample("appschedule_unkeyed_jobs_total", **labels) == 1
     assert sample("appschedule_runs_total", **labels, result="failed") == 1
     metrics.forget("ns-metrics", "shop", ["report"])
     assert b"ns-metrics" not in generate_latest(metrics.REGISTRY)

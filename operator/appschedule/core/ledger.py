@@ -170,6 +170,7 @@ class Tally:
     skipped: int = 0
     duplicates: int = 0
     stuck: int = 0
+    unkeyed: int = 0
 
     @classmethod
     def of(cls, counts: Counts | None) -> Tally:
@@ -335,6 +336,7 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
         stamp = rfc3339(scheduled)
         injected = bool(job.annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY))
         if not injected:
+            book.tally.unkeyed += 1
             book.note("KeyNotInjected", f"{job.name} ({key})")
         if stamp in run_times:
             book.tally.duplicates += 1

@@ -381,6 +381,11 @@ class Counts(Model):
     skipped: int = Field(0, description="Scheduled times skipped for a stated reason (suspended, Forbid).")
     duplicates: int = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
     stuck: int = Field(0, description="Runs still active after activeDeadlineSeconds.")
+    unkeyed: int = Field(
+        0,
+        description="Jobs (runs and duplicates) admitted without their idempotency key: the key webhook did not "
+        "answer (Event KeyNotInjected).",
+    )
 
 
 class RunRecord(Model):

@@ -32,6 +32,12 @@ MISSED = Counter(
 DUPLICATES = Counter(
     "appschedule_duplicate_runs_total", "Jobs beyond the first for one scheduled time.", LABELS, registry=REGISTRY
 )
+UNKEYED = Counter(
+    "appschedule_unkeyed_jobs_total",
+    "Jobs admitted without their idempotency key (the key webhook did not answer).",
+    LABELS,
+    registry=REGISTRY,
+)
 DURATION = Histogram(
     "appschedule_run_duration_seconds",
     "From a run's Job creation to its end.",
@@ -84,6 +90,7 @@ def track(namespace: str, appschedule: str, status: Mapping[str, Any]) -> None:
             RUNS.labels(*labels, result)
         MISSED.labels(*labels)
         DUPLICATES.labels(*labels)
+        UNKEYED.labels(*labels)
 
 
 def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
@@ -98,7 +105,7 @@ def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new:
             added = int(counts.get(field) or 0) - int(previous.get(field) or 0)
             if added > 0:
                 RUNS.labels(*labels, result).inc(added)
-        for field, counter in (("missed", MISSED), ("duplicates", DUPLICATES)):
+        for field, counter in (("missed", MISSED), ("duplicates", DUPLICATES), ("unkeyed", UNKEYED)):
             added = int(counts.get(field) or 0) - int(previous.get(field) or 0)
             if added > 0:
                 counter.labels(*labels).inc(added)
@@ -121,7 +128,7 @@ def forget(namespace: str, appschedule: str, tasks: Iterable[str]) -> None:
     """Drop the series of tasks (or of a whole AppSchedule) that are gone."""
     for task in tasks:
         labels = (namespace, appschedule, task)
-        for metric in (MISSED, DUPLICATES, LAST_SUCCESS, NEXT_RUN):
+        for metric in (MISSED, DUPLICATES, UNKEYED, LAST_SUCCESS, NEXT_RUN):
             with contextlib.suppress(KeyError):
                 metric.remove(*labels)
         for metric_with_result in (RUNS, DURATION):
