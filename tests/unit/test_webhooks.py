@@ -6,6 +6,8 @@ import asyncio
 import base64
 import json
 import ssl
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -255,6 +257,45 @@ def test_validation_answers_refusals_with_code_and_message() -> None:
     assert response["status"]["code"] == 503 and "try again (TimeoutError)" in response["status"]["message"]
     relabelled = {**good, "metadata": {**good["metadata"], "labels": {"x": "y"}}}
     assert answered(asyncio.run(webhook_server.check_appschedule(review(relabelled, "UPDATE", good), never)))["allowed"]
+
+
+def test_a_burst_of_reviews_is_answered_within_the_deadline_and_the_late_ones_never_run() -> None:
+    """A slow API server (each SubjectAccessReview 0.2 s) and 40 requests at once on the admission process's
+    pool: every request is answered within its deadline, the ones still queued at the deadline refused with
+    503 and dropped from the queue (never sent), none left to the API server's timeout."""
+    pool = ThreadPoolExecutor(max_workers=webhook_server.REVIEW_THREADS)
+    sent = []
+
+    def slow_review(body: dict[str, Any]) -> dict[str, Any]:
+        sent.append(body)
+        time.sleep(0.2)
+        return {"allowed": True}
+
+    async def burst() -> list[tuple[float, dict[str, Any]]]:
+        loop = asyncio.get_running_loop()
+
+        async def one(n: int) -> tuple[float, dict[str, Any]]:
+            started = time.monotonic()
+            review = {"request": {"uid": f"r{n}", "operation": "CREATE", "object": appschedule(),
+                                  "userInfo": {"username": "alice"}}}  # fmt: skip
+            answer = await webhook_server.check_appschedule(
+                review, lambda r: loop.run_in_executor(pool, slow_review, r), deadline=1.0
+            )
+            return time.monotonic() - started, answered(answer)
+
+        return await asyncio.gather(*(one(n) for n in range(40)))
+
+    try:
+        results = asyncio.run(burst())
+    finally:
+        pool.shutdown(wait=True)
+    allowed = [r for _, r in results if r["allowed"]]
+    refused = [r for _, r in results if not r["allowed"]]
+    assert max(seconds for seconds, _ in results) < 1.5  # the deadline, and the spec checks of 40 requests
+    assert 12 <= len(allowed) <= 24  # 4 threads, 0.2 s each, for 1 s
+    assert all(r["status"]["code"] == 503 and "no answer" not in r["status"]["message"] for r in refused)
+    assert all("try again (TimeoutError)" in r["status"]["message"] for r in refused)
+    assert len(sent) <= len(allowed) + webhook_server.REVIEW_THREADS  # the late ones were never sent
 
 
 def test_the_configurations_call_each_webhook_at_its_path() -> None:

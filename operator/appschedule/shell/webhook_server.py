@@ -52,6 +52,11 @@ SILENT_SECONDS = 60.0  # a heartbeat this old: the controller's loop has not run
 HEARTBEAT_BYTES = 64 * 1024
 SLOW_SECONDS = 0.25  # an admission (or its SubjectAccessReview) slower than this is logged
 ADMISSION_MAX_BYTES = 8 * 1024 * 1024  # an AdmissionReview holds the object (and the old one on UPDATE)
+# A SubjectAccessReview's answer, its wait for one of the REVIEW_THREADS included, is awaited this long at most:
+# past it the request is refused ("try again"), never left to the API server's timeout (8 s at least, the
+# chart's schema), which would admit it unreviewed under failurePolicy Ignore. A burst queues here, bounded.
+REVIEW_DEADLINE = 5.0
+REVIEW_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,7 @@ async def _webhooks(front: Front) -> None:
     # and GET /readyz, the readiness probe's (the server answers, over TLS, with its certificate).
     # tests/unit/test_kopf_coupling.py fails when kopf stops building it so.
     aiohttp.web.Application = _webhook_application  # type: ignore[misc,assignment]
-    reviews = ThreadPoolExecutor(max_workers=4, thread_name_prefix="review")
+    reviews = ThreadPoolExecutor(max_workers=REVIEW_THREADS, thread_name_prefix="review")
     loop = asyncio.get_running_loop()
     # the client is made before the first request (reading the kubeconfig or the ServiceAccount and building
     # its TLS context takes a while), so no review waits for it
@@ -267,9 +272,12 @@ def key_job(review: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         return admission.respond(review)
 
 
-async def check_appschedule(review: Mapping[str, Any], review_access: Any) -> dict[str, Any]:
+async def check_appschedule(
+    review: Mapping[str, Any], review_access: Any, deadline: float = REVIEW_DEADLINE
+) -> dict[str, Any]:
     """The validating webhook's answer: the spec's own errors first (cheap), then, when the spec is set or
-    changed, whether its author may create Jobs in the namespace (a SubjectAccessReview, failing closed)."""
+    changed, whether its author may create Jobs in the namespace (a SubjectAccessReview, failing closed: an
+    error, or no answer within ``deadline`` seconds, refuses the request with 503)."""
     request = review.get("request")
     request = request if isinstance(request, Mapping) else {}
     body = request.get("object")
@@ -285,9 +293,11 @@ async def check_appschedule(review: Mapping[str, Any], review_access: Any) -> di
     namespace = (metadata.get("namespace") if isinstance(metadata, Mapping) else None) or request.get("namespace")
     namespace = str(namespace or "")
     try:
-        status = await review_access(admission.job_access_review(userinfo, namespace))
+        # cancelled at the deadline: a review still waiting for a thread is dropped from the queue
+        status = await asyncio.wait_for(review_access(admission.job_access_review(userinfo, namespace)), deadline)
     except Exception as error:  # fail closed: the check is what stands between this user and running Jobs
-        log.warning("SubjectAccessReview for %s failed: %s", userinfo.get("username"), error)
+        reason = f"no answer within {deadline:g}s" if isinstance(error, TimeoutError) else str(error)
+        log.warning("SubjectAccessReview for %s failed: %s", userinfo.get("username"), reason)
         message = f"could not check that {userinfo.get('username')} may create Jobs in namespace {namespace}"
         return admission.respond(review, refusal=f"{message}; try again ({type(error).__name__})", code=503)
     refusal = admission.access_refusal(userinfo, namespace, status)
