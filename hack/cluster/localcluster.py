@@ -402,8 +402,11 @@ def _prepare(state: Path, *, real_node: bool = False) -> None:
 
 
 # The API server's audit log (logs/audit.log, JSON lines): the ground truth of the soak (tests/soak), which
-# rebuilds every task's runs from it without asking the operator. Only what that needs is written: Job
-# creations and Job status writes (with the object as stored), CronJob writes (suspension, duplicates).
+# rebuilds every task's runs from it without asking the operator, and of the real-node e2e's replicas (who led
+# when, who wrote what). Only what those need is written: Job creations and Job status writes (with the object
+# as stored), CronJob writes (suspension, duplicates); and, for ServiceAccounts outside kube-system (an
+# operator in a pod: its token names the pod), their Lease writes with the Lease and every other write's
+# metadata.
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -418,6 +421,15 @@ rules:
 - level: RequestResponse
   verbs: [create, update, patch, delete]
   resources: [{group: batch, resources: [cronjobs]}]
+- level: None
+  userGroups: ["system:serviceaccounts:kube-system"]
+- level: RequestResponse
+  userGroups: ["system:serviceaccounts"]
+  verbs: [create, update, patch]
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+  verbs: [create, update, patch, delete, deletecollection]
 - level: None
 """
 

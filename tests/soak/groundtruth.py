@@ -12,6 +12,8 @@ The rules are the CronJob controller's and DESIGN's "The ledger", written here a
   ``batch.kubernetes.io/cronjob-scheduled-timestamp``);
 * a **run** is a scheduled time (not before ``trackingSince``) that got a Job; every further Job for it is
   a **duplicate**; a run **failed** when the first Job for it ended with the condition Failed;
+* a Job (run or duplicate) is **unkeyed** when the object the API server stored has no
+  ``appschedule.dev/idempotency-key`` annotation (the key webhook did not answer its admission);
 * a fire time in ``(trackingSince, checkedUntil]`` with no Job is **missed** unless the task's CronJob was
   suspended then (from the CronJob writes), or, under ``Forbid``, a Job of the task was active then
   (from its creation to its terminal condition).
@@ -35,6 +37,7 @@ GROUP = "appschedule.dev"
 LABEL_APPSCHEDULE = f"{GROUP}/appschedule"
 LABEL_TASK = f"{GROUP}/task"
 OUR_TIME = f"{GROUP}/scheduled-time"
+OUR_KEY = f"{GROUP}/idempotency-key"
 CONTROLLER_TIME = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 
 TaskKey = tuple[str, str, str]  # namespace, appschedule, task
@@ -57,6 +60,9 @@ class JobTruth:
     task: TaskKey
     scheduled: datetime | None
     created: datetime
+    keyed: bool = True
+    received: datetime | None = None  # the create request's arrival and answer: its admission ran in between
+    answered: datetime | None = None
     outcome: str | None = None  # Complete | Failed
     finished: datetime | None = None
 
@@ -128,7 +134,16 @@ def read_audit(lines: Iterable[str]) -> History:
             scheduled = parse_time(annotations.get(OUR_TIME)) or parse_time(annotations.get(CONTROLLER_TIME))
             created = parse_time(meta.get("creationTimestamp")) or at
             key = (task[0], str(meta.get("name")), str(meta.get("uid")))
-            history.jobs[key] = JobTruth(task[0], str(meta.get("name")), task, scheduled, created)
+            history.jobs[key] = JobTruth(
+                task[0],
+                str(meta.get("name")),
+                task,
+                scheduled,
+                created,
+                keyed=bool(annotations.get(OUR_KEY)),
+                received=parse_time(event.get("requestReceivedTimestamp")),
+                answered=at,
+            )
         elif resource == "jobs" and ref.get("subresource") == "status":
             job = history.jobs.get((str(ref.get("namespace")), str(ref.get("name")), str(meta.get("uid"))))
             ended = _terminal(obj.get("status") or {})
@@ -188,9 +203,16 @@ class Counts:
     duplicates: int
     failed: int
     missed: int
+    unkeyed: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"runs": self.runs, "duplicates": self.duplicates, "failed": self.failed, "missed": self.missed}
+        return {
+            "runs": self.runs,
+            "duplicates": self.duplicates,
+            "failed": self.failed,
+            "missed": self.missed,
+            "unkeyed": self.unkeyed,
+        }
 
 
 def expected(
@@ -199,10 +221,11 @@ def expected(
     """What the ledger must report for ``task`` tracked from ``since`` and settled up to ``until``."""
     jobs = sorted(history.jobs_of(task), key=lambda j: (j.created.replace(microsecond=0), j.name))
     first: dict[datetime, JobTruth] = {}
-    duplicates = 0
+    duplicates = unkeyed = 0
     for job in jobs:
         if job.scheduled is None or job.scheduled < since:
             continue
+        unkeyed += not job.keyed
         if job.scheduled in first:
             duplicates += 1
         else:
@@ -220,7 +243,7 @@ def expected(
         if any(_within(moment, start, end) for start, end in active):
             continue
         missed += 1
-    return Counts(runs=len(first), duplicates=duplicates, failed=failed, missed=missed)
+    return Counts(runs=len(first), duplicates=duplicates, failed=failed, missed=missed, unkeyed=unkeyed)
 
 
 @dataclass(frozen=True)
@@ -249,7 +272,82 @@ def compare(
         if since is None or until is None:
             raise ValueError(f"task {task} has no trackingSince/checkedUntil in its status")
         counts = status.get("counts") or {}
-        ledger = Counts(**{name: int(counts.get(name) or 0) for name in ("runs", "duplicates", "failed", "missed")})
+        fields = ("runs", "duplicates", "failed", "missed", "unkeyed")
+        ledger = Counts(**{name: int(counts.get(name) or 0) for name in fields})
         truth = expected(history, task, schedule=schedules[task], forbid=forbid[task], since=since, until=until)
         rows.append(Row(task, truth, ledger))
     return rows
+
+
+# ---------------------------------------------------------------------------------------------------
+# Who wrote what: the writes made with a pod's ServiceAccount token (the real-node e2e's operator replicas)
+
+POD_NAME = "authentication.kubernetes.io/pod-name"  # what a pod's bound token adds to its user's extra
+NOT_STATE = ("leases", "subjectaccessreviews", "tokenreviews")  # the election itself; every replica's webhook
+
+
+@dataclass(frozen=True)
+class Write:
+    at: datetime
+    pod: str
+    verb: str
+    resource: str  # resource or resource/subresource
+    namespace: str
+    name: str
+    holder: str | None = None  # a Lease write: the holder it stored ("" when released)
+
+
+def pod_writes(lines: Iterable[str]) -> list[Write]:
+    """Every write answered 2xx that a pod made with its ServiceAccount token, in the order written."""
+    found = []
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        event = json.loads(line)
+        code = (event.get("responseStatus") or {}).get("code", 0)
+        if event.get("stage") != "ResponseComplete" or not 200 <= code < 300 or event.get("verb") == "get":
+            continue
+        pod = ((event.get("user") or {}).get("extra") or {}).get(POD_NAME) or []
+        if not pod:
+            continue
+        ref = event.get("objectRef") or {}
+        resource = str(ref.get("resource") or "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        holder = None
+        if ref.get("resource") == "leases":
+            holder = str(((event.get("responseObject") or {}).get("spec") or {}).get("holderIdentity") or "")
+        at = parse_time(event.get("stageTimestamp")) or datetime.fromtimestamp(0, UTC)
+        found.append(
+            Write(at, str(pod[0]), str(event.get("verb")), resource, str(ref.get("namespace") or ""),
+                  str(ref.get("name") or ""), holder)
+        )  # fmt: skip
+    return found
+
+
+def leading(writes: Iterable[Write], namespace: str, lease: str) -> list[tuple[str, datetime, datetime | None]]:
+    """Who held the Lease when, from its writes: (pod, from, until), until None while it still holds it. The
+    holder identity is ``<pod>_<suffix>`` (the operator's)."""
+    spans: list[tuple[str, datetime, datetime | None]] = []
+    for write in writes:
+        if write.resource != "leases" or (write.namespace, write.name) != (namespace, lease) or write.holder is None:
+            continue
+        pod = write.holder.rsplit("_", 1)[0] if write.holder else ""
+        current = spans[-1] if spans and spans[-1][2] is None else None
+        if current is not None and current[0] == pod:
+            continue  # a renewal
+        if current is not None:
+            spans[-1] = (current[0], current[1], write.at)
+        if pod:
+            spans.append((pod, write.at, None))
+    return spans
+
+
+def standby_writes(writes: Iterable[Write], spans: list[tuple[str, datetime, datetime | None]]) -> list[Write]:
+    """The writes of the cluster's state (not the election, not a webhook's review) made by a pod that did not
+    hold the Lease at the time."""
+    return [
+        w
+        for w in writes
+        if w.resource.split("/")[0] not in NOT_STATE
+        and not any(pod == w.pod and start <= w.at and (end is None or w.at <= end) for pod, start, end in spans)
+    ]

@@ -7,7 +7,11 @@ It reconciles AppSchedules (50 with 4 tasks each by default: most ``* * * * *``,
 fail and some hang until activeDeadlineSeconds, steered through kwok; Forbid and Allow mixed) while a
 seeded plan of chaos runs:
 
-* the operator is killed (SIGKILL) every 30 to 120 s and started again;
+* the operator runs as two replicas (processes) with ``--leader-elect`` on one Lease, serving the webhooks
+  both on one port (SO_REUSEPORT: the kernel spreads the API server's connections over the live ones, as a
+  Service does over ready pods); every 30 to 120 s one of them is killed (SIGKILL) and started again, the
+  leader or the standby; every fourth kill (second in a short soak) takes both down from :57 to :03 of a
+  minute (a whole-operator outage across a fire);
 * kube-controller-manager is stopped once (3 minutes), kube-apiserver once (2 minutes); a soak shorter
   than 10 minutes shortens them to 90 s (over two minute boundaries, so some fires are really missed) and
   30 s;
@@ -17,9 +21,11 @@ seeded plan of chaos runs:
 After each outage the operator must be caught up within 30 s: every Job created since the outage began
 recorded in its task's status and every fire due before the outage ended settled. At the end every
 AppSchedule is suspended, the soak waits for the last runs to end and the ledger to settle, and then
-compares, per task, runs, duplicates, failed and missed runs with ground truth rebuilt from the API
-server's audit log (tests/soak/groundtruth.py). It also checks that no task ever had two CronJobs and no
-Job is left behind the ledger's finalizer. Exit status 0 only when everything holds; a report (JSON, the operator's
+compares, per task, runs, duplicates, failed, missed and unkeyed runs with ground truth rebuilt from the API
+server's audit log (tests/soak/groundtruth.py). It also checks that no task ever had two CronJobs, no
+Job is left behind the ledger's finalizer, and every Job whose admission ran while a replica was serving
+carries its key (an unkeyed one is excused only when a replica was killed during its create request: it
+may have been in flight to that one). Exit status 0 only when everything holds; a report (JSON, the operator's
 log, the audit log) is left in ``--out``.
 
 Usage: python -m tests.soak.soak --minutes 10 --seed 1 [--appschedules 50] [--out DIR] [--keep-cluster]
@@ -34,6 +40,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +57,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from appschedule.core import naming
+from appschedule.shell import certs
 from tests.kit import operator as kit
 from tests.kit.chart import OUTCOME
 from tests.kit.wait import Timeout, wait_for
@@ -65,7 +73,14 @@ import localcluster  # noqa: E402
 
 GROUP, VERSION, PLURAL, FINALIZER = naming.GROUP, naming.VERSION, naming.PLURAL, naming.LEDGER_FINALIZER
 _SHIFT = int(os.environ["APPSCHEDULE_PORT_OFFSET"]) - 2000  # a second soak beside the first: another offset
-PORTS = {"webhook": 36501 + _SHIFT, "metrics": 36502 + _SHIFT, "liveness": 36503 + _SHIFT}
+WEBHOOK_PORT = 36501 + _SHIFT  # both replicas listen on it (SO_REUSEPORT)
+PORTS = {
+    "a": {"metrics": 36502 + _SHIFT, "liveness": 36503 + _SHIFT},
+    "b": {"metrics": 36504 + _SHIFT, "liveness": 36505 + _SHIFT},
+}
+LEASE = "appschedule-soak"
+WHOLE_OUTAGE_EVERY = 4  # every fourth kill takes both replicas down (every third in a short soak)
+LISTENING = "admission webhooks listening"  # the admission process logs it once its port is open
 CATCH_UP_LIMIT = 30.0
 CATCH_UP_BACKLOG_LIMIT = 180.0  # a controller still catching up this long after it returned: measured then
 TIMEOUT = 10  # seconds for one API call: an outage must not hang the driver
@@ -165,7 +180,19 @@ def chaos_plan(rng: random.Random, seconds: float, names: list[str]) -> list[Ste
 
     low, high = (30.0, 120.0) if long else (20.0, 45.0)  # a short soak still kills it a few times
     every(low, high, "kill")
-    steps[:] = [s for s in steps if s.action != "kill" or free(s.at, quiet)]
+    steps[:] = [s for s in steps if s.action != "kill" or (free(s.at, quiet) and s.at < seconds)]
+    whole = WHOLE_OUTAGE_EVERY if long else 2
+    # both down: not while the controller manager is away or making its backlog's Jobs (no Job would need a
+    # key), nor near the API server's outage; the operator's catch-up is measured on the backlog's Jobs only
+    apart = [(kcm_at - 15, kcm_at + kcm + 30), quiet[1]]
+    for n, step in enumerate(s for s in steps if s.action == "kill"):
+        step.arg = "ab"[n % 2]  # one replica, the other serving: whichever leads at the time
+        if n % whole == whole - 1:  # both, down from :57 to :03 (execute): across a fire
+            for at in (step.at - (step.at - 57) % 60, _at_second(step.at, 57)):  # the :57 before it, or after
+                if 0 < at < seconds and free(at, apart) and free(at + 15, apart):
+                    step.at, step.arg = at, "all"
+                    break
+    steps.sort()
     every(120, 240, "rollout", lambda: rng.choice(["web-0", "web-1"]) + f"@{rng.randrange(5)}")
     every(45, 90, "edit", lambda: f"{rng.choice(names)}/task-{rng.randrange(2)}")
     every(40, 80, "duplicate", lambda: rng.choice(names))
@@ -212,33 +239,71 @@ class CatchUp:
 
 
 class Operator(kit.Operator):
-    """The operator under chaos (the kit's launcher), counting its kills and the exits it did not ask for."""
+    """One replica of the operator under chaos (the kit's launcher): counting its kills and the exits it did
+    not ask for, and keeping the spans of time its webhooks served (from its port seen open to its kill)."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+    def __init__(self, replica: str, kubeconfig: Path, log_path: Path, cert_dir: Path) -> None:
+        ports = PORTS[replica]
         args = [
             "run",
             "--log-format",
             "json",
+            "--leader-elect",
+            "--leader-election-namespace",
+            "default",
+            "--leader-election-name",
+            LEASE,
             "--liveness",
-            f"http://127.0.0.1:{PORTS['liveness']}/healthz",
+            f"http://127.0.0.1:{ports['liveness']}/healthz",
             "--webhook-port",
-            str(PORTS["webhook"]),
+            str(WEBHOOK_PORT),
+            "--webhook-cert-dir",  # one certificate for both: the configuration they both keep is the same
+            str(cert_dir),
             "--webhooks",
             "keys,validation",
             "--webhook-config-name",
             "soak.appschedule.dev",
             "--metrics-port",
-            str(PORTS["metrics"]),
+            str(ports["metrics"]),
         ]
-        super().__init__(args, log=log_path, kubeconfig=kubeconfig)
+        env = dict(os.environ, POD_NAME=f"soak-{replica}")  # its identity on the Lease
+        super().__init__(args, log=log_path, kubeconfig=kubeconfig, env=env, name=f"operator-{replica}")
         self.unexpected_exits = 0
         self.kills = 0
+        self.serving: list[list[float | None]] = []  # [from, until] on time.time()
+        self._mark = 0
+
+    def launch(self) -> None:
+        self._mark = self.size()
+        self.start()
+
+    def await_ready(self, timeout: float = 90) -> None:
+        """Wait for the replica launched last to have started and to listen for admissions."""
+        wait_for(
+            lambda: kit.STARTED in (text := self.text(self._mark)) and LISTENING in text,
+            timeout=timeout,
+            what=f"{self.name} to start and listen",
+            interval=0.1,
+            guard=self.guard,
+        )
+        self.serving.append([time.time(), None])
+
+    def start_and_wait(self, *, ready: str = kit.STARTED, timeout: float = 60) -> None:
+        self.launch()
+        self.await_ready(timeout)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
+        if self.serving and self.serving[-1][1] is None:
+            self.serving[-1][1] = time.time()
+        return super().stop(sig, timeout)
 
     def check(self) -> None:
         """Start it again if it exited on its own (counted: it must not happen)."""
         if self.process is not None and self.process.poll() is not None:
             self.unexpected_exits += 1
-            log(f"the operator exited on its own with {self.process.returncode}; starting it again")
+            if self.serving and self.serving[-1][1] is None:
+                self.serving[-1][1] = time.time()  # at the latest: the exit was seen only now
+            log(f"{self.name} exited on its own with {self.process.returncode}; starting it again")
             self.start_and_wait(timeout=90)
 
 
@@ -261,6 +326,7 @@ class Soak:
         self.failures: list[str] = []
         self.api_down = False
         self.sources: dict[str, str] = {}  # live AppSchedule -> the plan's name it stands for
+        self.kills: list[tuple[float, float]] = []  # every SIGKILL of a replica: sent, and the exit seen
 
     # -- API access (every call bounded: the API server goes away on purpose)
 
@@ -316,8 +382,12 @@ class Soak:
             "the AppSchedule CRD to be Established",
         )
         self.out.mkdir(parents=True, exist_ok=True)
-        self.operator = Operator(self.cluster.kubeconfig, self.out / "operator.log")
-        self.operator.start_and_wait(timeout=90)
+        cert_dir = self.out / "webhook-certs"
+        certs.generate(cert_dir, ["127.0.0.1", "localhost"])
+        self.replicas = {
+            name: Operator(name, self.cluster.kubeconfig, self.out / f"operator-{name}.log", cert_dir) for name in PORTS
+        }
+        self.restart(list(self.replicas.values()))
         for n in range(self.args.namespaces):
             namespace = f"soak-{n}"
             self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
@@ -376,7 +446,7 @@ class Soak:
                 if pending is not None:
                     pending = self.poll_catch_up(pending)
                 elif not self.api_down:
-                    self.operator.check()
+                    self.check_replicas()
                 time.sleep(min(1.0, max(0.0, start + step.at - time.time())))
             if step.action == "stop":
                 began = time.time()
@@ -398,9 +468,17 @@ class Soak:
     def execute(self, step: Step) -> None:
         action, arg = step.action, step.arg
         if action == "kill":
-            self.operator.kill()
-            self.operator.kills += 1
-            self.operator.start_and_wait(timeout=90)
+            targets = list(self.replicas.values()) if arg == "all" else [self.replicas[arg]]
+            leader = self.leader()
+            for replica in targets:
+                sent = time.time()
+                replica.kill()
+                replica.kills += 1
+                self.kills.append((sent, time.time()))
+            if arg == "all":  # down across the next fire: until 3 s past the minute boundary (a pod's restart)
+                time.sleep(60 - time.time() % 60 + 3)
+            self.restart(targets)
+            arg = f"{arg} (the leader was {leader or 'unknown'})"
         elif action == "stop":
             log(f"stopping {arg}")
             self.api_down = arg == "kube-apiserver"
@@ -414,7 +492,7 @@ class Soak:
                 if component not in self.cluster.running():
                     log(f"{component} exited during the outage: starting it again")
                     self.cluster.start(component)
-            self.operator.check()
+            self.check_replicas()
         elif action == "rollout":
             name, tag = arg.split("@")
             for n in range(self.args.namespaces):
@@ -474,6 +552,25 @@ class Soak:
             self.create_appschedule(f"{arg}-r{self.replaced}", self.plan[arg], arg)
         self.done[action] += 1
         log(f"{action} {arg}")
+
+    def restart(self, replicas: list[Operator]) -> None:
+        """Start them all, then wait for each (they start side by side: an outage lasts one start)."""
+        for replica in replicas:
+            replica.launch()
+        for replica in replicas:
+            replica.await_ready(timeout=90)
+
+    def check_replicas(self) -> None:
+        for replica in self.replicas.values():
+            replica.check()
+
+    def leader(self) -> str | None:
+        """The replica the Lease names (its holder is soak-<replica>_<suffix>, from POD_NAME), None when unreadable."""
+        try:
+            lease = client.CoordinationV1Api(self.api).read_namespaced_lease(LEASE, "default", _request_timeout=TIMEOUT)
+        except API_ERRORS:
+            return None
+        return (lease.spec.holder_identity or "").removeprefix("soak-").split("_")[0] or None
 
     def current(self, original: str) -> str:
         """The live AppSchedule that stands for ``original`` (it may have been replaced)."""
@@ -630,7 +727,8 @@ class Soak:
             for j in self.jobs()
             if FINALIZER in (j["metadata"].get("finalizers") or [])
         ]
-        self.operator.stop()
+        for replica in self.replicas.values():
+            replica.stop()
         logs = self.cluster.state / "logs"
         segments = [*sorted(logs.glob("audit-*.log")), logs / "audit.log"]  # rotated ones first, oldest first
         for segment in segments:
@@ -652,9 +750,16 @@ class Soak:
             self.failures.append(f"duplicate CronJobs: {history.duplicate_cronjobs[:5]}")
         if held:
             self.failures.append(f"{len(held)} Jobs left behind the ledger's finalizer: {held[:5]}")
-        if self.operator.unexpected_exits:
-            self.failures.append(f"the operator exited on its own {self.operator.unexpected_exits} times")
-        fields = ("runs", "duplicates", "failed", "missed")
+        keys = self.key_check(history)
+        if keys["unexplained"]:
+            self.failures.append(
+                f"{len(keys['unexplained'])} Jobs admitted without their key while a replica served: "
+                f"{keys['unexplained'][:5]}"
+            )
+        exits = sum(r.unexpected_exits for r in self.replicas.values())
+        if exits:
+            self.failures.append(f"the operator's replicas exited on their own {exits} times")
+        fields = ("runs", "duplicates", "failed", "missed", "unkeyed")
         totals = {
             side: {k: sum(getattr(r, side).as_dict()[k] for r in rows) for k in fields} for side in ("truth", "ledger")
         }
@@ -670,10 +775,39 @@ class Soak:
             "catch_up": self.catch_up,
             "chaos": dict(self.done),
             "chaos_not_done": dict(self.skipped),
-            "operator_kills": self.operator.kills,
-            "operator_errors": _errors(self.out / "operator.log"),
+            "operator_kills": {name: r.kills for name, r in self.replicas.items()},
+            "operator_errors": sum(_errors(r.log) for r in self.replicas.values()),
+            "keys": {k: v if isinstance(v, int) else len(v) for k, v in keys.items()},
             "failures": self.failures,
         }
+
+    def key_check(self, history: gt.History) -> dict[str, Any]:
+        """Every Job (of any task) whose create request ran while a replica served, from before the request
+        arrived to after it was answered, carries its key. An unkeyed one is excused when no replica served
+        then (a whole-operator outage: the ledger counts it, compared per task) or a replica was killed during
+        the request (it may have gone to that one, as it would to a pod killed behind a Service)."""
+        spans = [
+            (start, end if end is not None else float("inf"))
+            for replica in self.replicas.values()
+            for start, end in replica.serving
+            if start is not None
+        ]
+        found: dict[str, Any] = {"keyed": 0, "unkeyed_none_serving": 0, "unkeyed_in_flight_at_a_kill": 0}
+        unexplained: list[str] = []
+        for job in history.jobs.values():
+            if job.keyed:
+                found["keyed"] += 1
+                continue
+            received = (job.received or job.created).timestamp()
+            answered = (job.answered or job.created).timestamp()
+            if not any(start <= received and answered <= end for start, end in spans):
+                found["unkeyed_none_serving"] += 1
+            elif any(received <= reaped and sent <= answered for sent, reaped in self.kills):
+                found["unkeyed_in_flight_at_a_kill"] += 1
+            else:
+                unexplained.append(f"{job.namespace}/{job.name}")
+        found["unexplained"] = unexplained
+        return found
 
     def settled(self, stopped_at: datetime) -> bool:
         return not self.unsettled(stopped_at)
@@ -702,8 +836,9 @@ class Soak:
         return waiting
 
     def teardown(self) -> None:
-        with contextlib.suppress(Exception):
-            self.operator.stop()
+        for replica in getattr(self, "replicas", {}).values():
+            with contextlib.suppress(Exception):
+                replica.stop()
         if not self.args.keep_cluster:
             self.cluster.down()
 
