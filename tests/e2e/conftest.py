@@ -35,6 +35,7 @@ class Target:
     kubeconfig: Path
     image: str | None  # the operator image the nodes run; None: the operator runs here
     testapp: str | None = None  # a small app image of ours the nodes run (the real node's)
+    audit: Path | None = None  # the directory of the API server's audit log (a local cluster's)
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +69,7 @@ def _real_node(local: localcluster.Cluster) -> Iterator[Target]:
     try:
         for archive in archives:
             realnode.import_image(local.state, archive)
-        yield Target(local.kubeconfig, images.operator_ref(), images.TESTAPP_REF)
+        yield Target(local.kubeconfig, images.operator_ref(), images.TESTAPP_REF, audit=local.state / "logs")
     finally:
         if started:
             local.down()

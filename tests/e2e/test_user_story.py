@@ -3,20 +3,24 @@ with its key, the status in `kubectl get appschedules`, helm uninstall leaving n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from appschedule.core import naming
 from tests.kit import chart
 from tests.kit.chart import Helm, HostedOperator, Kubectl
 from tests.kit.wait import seconds_to_next_minute, wait_for
+from tests.soak import groundtruth as gt
 
 from .conftest import Target
 
@@ -32,6 +36,8 @@ echo "$key $verdict $(hostname)" >> /claims/table
 """
 
 
+# on the real node it also lives through the operator's restarts over five fires (_through_the_operators_restarts)
+@pytest.mark.timeout(1500)
 def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, helm: Helm, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:6]
     ops, app = f"appschedule-system-{suffix}", f"shop-{suffix}"
@@ -139,8 +145,8 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         if target.image:  # the chart's own test: metrics and the webhook's TLS, from inside the cluster
             helm("test", RELEASE, "-n", ops, "--timeout=120s")
 
-        if target.image:  # two replicas: the leader deleted just before a fire; every run keeps its key
-            _leader_deleted_before_a_fire(kubectl, ops, app)
+        if target.image and target.audit:  # two replicas through restarts: every run keeps its key
+            _through_the_operators_restarts(kubectl, ops, app, target.audit)
 
         # uninstall: the pre-delete hook releases the Jobs; nothing of the release stays but the kept CRD
         manifest = helm("get", "manifest", RELEASE, "-n", ops).stdout
@@ -207,43 +213,186 @@ def _lease(kubectl: Kubectl, ops: str) -> dict[str, Any]:
     return spec
 
 
-def _leader_deleted_before_a_fire(kubectl: Kubectl, ops: str, app: str) -> None:
-    """The chart's two replicas on the real node: the leader's pod is deleted 8 s before a fire. The other
-    replica serves the key webhook (the Jobs of that fire and the next carry their keys, no
-    KeyNotInjected), takes the Lease over and records both runs."""
-    leader = _lease(kubectl, ops)["holderIdentity"]
+def _pods(kubectl: Kubectl, ops: str, deployment: str, ready: bool = False) -> list[str]:
+    """The Deployment's pods not being deleted (and Ready, with ``ready``)."""
+    found = json.loads(kubectl("get", "pods", "-n", ops, "-o", "json").stdout)["items"]
+    return sorted(
+        p["metadata"]["name"]
+        for p in found
+        if _replica(deployment, p["metadata"]["name"])
+        and not p["metadata"].get("deletionTimestamp")
+        and (not ready or any(c["type"] == "Ready" and c["status"] == "True"
+                              for c in p.get("status", {}).get("conditions") or []))
+    )  # fmt: skip
+
+
+def _replica(deployment: str, pod: str) -> bool:
+    """Whether ``pod`` is one of the Deployment's (<deployment>-<ReplicaSet hash>-<suffix>), not a hook's."""
+    return re.fullmatch(rf"{re.escape(deployment)}-[a-z0-9]{{6,10}}-[a-z0-9]{{5}}", pod) is not None
+
+
+def _two_ready(kubectl: Kubectl, ops: str, deployment: str, gone: str) -> None:
+    """Until ``gone`` has left and its replacement is ready: two ready replicas (not `kubectl rollout status`,
+    which may answer from a status written before the pod went)."""
+
+    def ready() -> bool:
+        pods = _pods(kubectl, ops, deployment, ready=True)
+        return gone not in pods and len(pods) == 2
+
+    wait_for(ready, timeout=180, what=f"{gone}'s replacement to be ready", interval=1)
+
+
+def _evict(kubectl: Kubectl, ops: str, pod: str) -> subprocess.CompletedProcess[str]:
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": ops}}
+    path = f"/api/v1/namespaces/{ops}/pods/{pod}/eviction"
+    return kubectl("create", "--raw", path, "-f", "-", input=json.dumps(body), check=False)
+
+
+def _first_reconcile_after(kubectl: Kubectl, ops: str, pod: str, moment: float) -> float | None:
+    """When ``pod`` logged its first reconcile after ``moment`` (time.time()), None if not yet."""
+    for line in kubectl("logs", pod, "-n", ops, check=False).stdout.splitlines():
+        if '"reconciled ' not in line:
+            continue
+        with contextlib.suppress(ValueError, KeyError):
+            at = datetime.fromisoformat(json.loads(line)["timestamp"]).timestamp()
+            if at >= moment:
+                return at
+    return None
+
+
+def _through_the_operators_restarts(kubectl: Kubectl, ops: str, app: str, audit: Path) -> None:
+    """The chart's two replicas on the real node, across at least five fires of ``* * * * *``, each of these
+    across a fire of its own: a rollout restart of the operator 6 s before a fire; the leader's pod deleted
+    8 s before the next (the time from its deletion to the new leader's first reconcile measured); one pod
+    evicted through the PodDisruptionBudget 3 s before the next (a second eviction at once refused) and,
+    while only one replica is up, an AppSchedule written by an author who may not create Jobs (refused:
+    still reviewed, failurePolicy Fail). Then, from the API server's
+    audit log: every Job carries its key, the ledger's counts equal the audit log's, and no replica wrote
+    while it did not hold the Lease."""
+    deployment = f"{RELEASE}-appschedule-operator"
+    begun = time.time()
+
+    # a rollout restart 6 s before a fire, which falls in it (maxUnavailable 0: a new pod is ready before an
+    # old one stops)
+    wait_for(lambda: 4 < seconds_to_next_minute() < 8, timeout=70, what="6 s before a fire", interval=0.2)
+    kubectl("rollout", "restart", f"deployment/{deployment}", "-n", ops)
+    kubectl("rollout", "status", f"deployment/{deployment}", "-n", ops, "--timeout=240s")
+    print(f"rollout restart done in {time.time() - begun:.0f} s")
+
+    # the leader's pod deleted 8 s before the next fire
+    # the last old pod released the Lease as it stopped: a new one takes it at its next retry
+    leader = wait_for(
+        lambda: _lease(kubectl, ops).get("holderIdentity") or "", timeout=30, what="a leader", interval=0.5
+    )
     pod = leader.rsplit("_", 1)[0]  # POD_NAME_<uuid>
-    wait_for(lambda: 3 < seconds_to_next_minute() < 9, timeout=70, what="8 s before a minute boundary", interval=0.2)
-    fire = round(time.time() + seconds_to_next_minute())  # the boundary, in whole seconds
-    deleted = time.monotonic()
+    wait_for(lambda: 3 < seconds_to_next_minute() < 9, timeout=70, what="8 s before a fire", interval=0.2)
+    deleted = time.time()
     kubectl("delete", "pod", pod, "-n", ops, "--wait=false")
-    took = wait_for(
-        lambda: _lease(kubectl, ops)["holderIdentity"] not in ("", leader) and time.monotonic() - deleted,
+    successor = wait_for(
+        lambda: (
+            (holder := (_lease(kubectl, ops).get("holderIdentity") or "")) not in ("", leader)
+            and holder.rsplit("_", 1)[0]
+        ),
         timeout=40,
         what="another replica to take the Lease",
         interval=0.5,
     )
-    print(f"leader's pod deleted; the other replica leads after {took:.1f} s")
-    fires = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fire + 60 * n)) for n in (0, 1)]
+    first = wait_for(
+        lambda: _first_reconcile_after(kubectl, ops, successor, deleted), timeout=40, what="the new leader's reconcile"
+    )
+    takeover = first - deleted
+    print(f"leader's pod deleted before a fire: {successor} reconciled {takeover:.1f} s later")
+    assert takeover <= 20.0
+    _two_ready(kubectl, ops, deployment, gone=pod)
 
-    def keyed_jobs() -> dict[str, str] | None:
-        jobs = json.loads(kubectl("get", "jobs", "-n", app, "-o", "json").stdout)["items"]
-        found = {
-            (j["metadata"].get("annotations") or {}).get(naming.ANNOTATION_SCHEDULED_TIME, ""): (
-                j["metadata"].get("annotations") or {}
-            ).get(naming.ANNOTATION_IDEMPOTENCY_KEY, "")
-            for j in jobs
-        }
-        return found if all(f in found for f in fires) else None
+    # an eviction through the PDB, a second one refused, and a review while one replica is down
+    kubectl("apply", "-f", "-", input=json.dumps(_author_without_jobs(app, "eve")))
+    wait_for(lambda: kubectl("auth", "can-i", "patch", "appschedules.appschedule.dev", "-n", app, "--as=eve",
+                             check=False).stdout.strip() == "yes", timeout=30, what="eve's Role")  # fmt: skip
+    jsonpath = "jsonpath={.status.disruptionsAllowed}"
+    wait_for(lambda: kubectl("get", "pdb", deployment, "-n", ops, "-o", jsonpath).stdout.strip() == "1", timeout=60,
+             what="the PodDisruptionBudget to allow one disruption")  # fmt: skip
+    # 3 s before a fire: its Jobs are admitted while one replica is gone and its replacement starts
+    wait_for(lambda: 2 < seconds_to_next_minute() < 4, timeout=70, what="3 s before a fire", interval=0.2)
+    first_pod, second_pod = _pods(kubectl, ops, deployment)
+    evicted = _evict(kubectl, ops, first_pod)
+    assert evicted.returncode == 0, evicted.stderr
+    refused = _evict(kubectl, ops, second_pod)
+    assert refused.returncode != 0 and "disruption budget" in refused.stderr, refused.stderr
+    change = '[{"op": "replace", "path": "/spec/tasks/0/command", "value": ["sh", "-c", "echo stolen"]}]'
+    patched = kubectl("patch", "appschedule", "shop", "-n", app, "--as=eve", "--type=json", "-p", change, check=False)
+    ready = json.loads(kubectl("get", "deployment", deployment, "-n", ops, "-o", "json").stdout)["status"]
+    print(f"a spec change while {ready.get('readyReplicas')} of 2 replicas were ready: {patched.stderr.strip()}")
+    assert patched.returncode != 0 and "eve may not create Jobs" in patched.stderr, patched.stderr
+    _two_ready(kubectl, ops, deployment, gone=first_pod)
 
-    keys = wait_for(keyed_jobs, timeout=150, what=f"the Jobs of {fires}", interval=1)
-    assert [keys[f] for f in fires] == [f"print-key@{f}" for f in fires]
+    # at least five fires since the start, the last of them recorded
+    fifth = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(begun - begun % 60 + 5 * 60))
+
+    def task_status() -> dict[str, Any]:
+        status = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout).get("status")
+        found: dict[str, Any] = ((status or {}).get("tasks") or [{}])[0]
+        return found
 
     def recorded() -> bool:
-        status = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout).get("status")
-        last = ((status or {}).get("tasks") or [{}])[0].get("lastRun") or {}
-        return str(last.get("scheduledTime", "")) >= fires[1] and last.get("state") == "Succeeded"
+        last = task_status().get("lastRun") or {}
+        return str(last.get("scheduledTime", "")) >= fifth and last.get("state") in ("Succeeded", "Failed")
 
-    wait_for(recorded, timeout=90, what="the new leader to record the second run")
-    events = kubectl("get", "events", "-n", app, "--field-selector", "reason=KeyNotInjected", "-o", "name")
-    assert events.stdout.strip() == "", events.stdout
+    wait_for(recorded, timeout=330, what=f"the fire of {fifth} recorded", interval=2)
+    # suspended between fires, then settled: the audit log and the ledger are read over the same fires
+    wait_for(lambda: 20 < seconds_to_next_minute() < 45, timeout=70, what="the middle of a minute", interval=0.2)
+    kubectl("patch", "appschedule", "shop", "-n", app, "--type=merge", "-p", '{"spec": {"suspend": true}}')
+    last_fire = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime())
+
+    def settled() -> dict[str, Any] | None:
+        task = task_status()
+        done = str(task.get("checkedUntil", "")) >= last_fire and all(r.get("finished") for r in task.get("jobs") or [])
+        return task if done else None
+
+    task = wait_for(settled, timeout=120, what=f"the ledger settled up to {last_fire}", interval=2)
+
+    # the audit log's account of it
+    segments = [*sorted(audit.glob("audit-*.log")), audit / "audit.log"]
+    lines = [line for segment in segments for line in segment.read_text().splitlines()]
+    history = gt.read_audit(lines)
+    key = (app, "shop", "print-key")
+    unkeyed = [j.name for j in history.jobs.values() if not j.keyed]
+    assert not unkeyed, f"Jobs without their key: {unkeyed}"
+    cronjob = json.loads(kubectl("get", "cronjob", "shop-print-key", "-n", app, "-o", "json").stdout)
+    (row,) = gt.compare(
+        history,
+        {key: task},
+        schedules={key: "* * * * *"},
+        forbid={key: cronjob["spec"].get("concurrencyPolicy") == "Forbid"},
+    )
+    fires = len(gt.fires("* * * * *", datetime.fromtimestamp(begun, UTC), datetime.fromisoformat(fifth)))
+    print(f"{fires} fires since the restarts began; ledger {row.ledger.as_dict()}, audit log {row.truth.as_dict()}")
+    assert row.same and row.ledger.unkeyed == 0 and row.ledger.missed == 0
+    writes = [w for w in gt.pod_writes(lines) if _replica(deployment, w.pod)]
+    spans = gt.leading(writes, ops, deployment)
+    standby = gt.standby_writes(writes, spans)
+    by_pod = {pod: sum(1 for w in writes if w.pod == pod and w.resource.split("/")[0] not in gt.NOT_STATE)
+              for pod in sorted({w.pod for w in writes})}  # fmt: skip
+    print(f"leaders: {[(pod, f'{start:%H:%M:%S}') for pod, start, _ in spans]}; writes by pod: {by_pod}; "
+          f"writes by a replica that did not lead: {len(standby)}")  # fmt: skip
+    assert len(spans) >= 3 and sum(by_pod.values()) > 0
+    assert not standby, standby[:5]
+
+
+def _author_without_jobs(namespace: str, user: str) -> dict[str, Any]:
+    """A Role and RoleBinding: ``user`` may write AppSchedules in ``namespace`` but not create Jobs."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": user, "namespace": namespace},
+        "rules": [{"apiGroups": ["appschedule.dev"], "resources": ["appschedules"],
+                   "verbs": ["get", "list", "create", "update", "patch"]}],
+    }  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": user, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    return {"apiVersion": "v1", "kind": "List", "items": [role, binding]}

@@ -4,17 +4,21 @@ reaches a Deployment of another namespace."""
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import ssl
+import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from appschedule.shell import webhook_server
 from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
@@ -93,6 +97,48 @@ def test_an_author_who_may_not_create_jobs_is_refused(
     kubectl("label", "appschedule", "shop", "-n", namespace, "--as=alice", "team=shop")
     kubectl("patch", "appschedule", "shop", "-n", namespace, "--as=bob", "--type=json", "-p", change)
     assert "Traceback" not in "\n".join(validating.lines())
+
+
+def test_a_burst_of_applies_is_reviewed_every_one_none_left_to_the_timeout(
+    validating: OperatorProcess, kubectl: Kubectl, api: client.ApiClient, namespace: str
+) -> None:
+    """120 dry-run creates at once, 24 in flight, by an author who may not create Jobs: every one is refused
+    by the SubjectAccessReview. The webhook's failurePolicy here is Ignore, so a request left to the API
+    server's timeout would have been admitted unreviewed instead."""
+    _grant(kubectl, namespace, "mallory", [APPSCHEDULES])
+    wait_for(
+        lambda: kubectl("auth", "can-i", "create", "appschedules.appschedule.dev", "-n", namespace, "--as=mallory",
+                        check=False).stdout.strip() == "yes",
+        timeout=30,
+        what="mallory's Role in effect",
+    )  # fmt: skip
+    settings = copy.copy(api.configuration)
+    settings.connection_pool_maxsize = 24
+    as_mallory = client.ApiClient(settings, header_name="Impersonate-User", header_value="mallory")
+    custom = client.CustomObjectsApi(as_mallory)
+
+    def create(n: int) -> tuple[float, int, str]:
+        body = json.loads(_schedule(namespace))
+        body["metadata"]["name"] = f"burst-{n}"
+        started = time.monotonic()
+        try:
+            custom.create_namespaced_custom_object(
+                "appschedule.dev", "v1alpha1", namespace, "appschedules", body, dry_run="All", _request_timeout=30
+            )
+            return time.monotonic() - started, 201, "admitted"
+        except client.ApiException as error:
+            return time.monotonic() - started, error.status, str(error.body)
+
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        results = list(pool.map(create, range(120)))
+    as_mallory.close()
+    seconds = sorted(r[0] for r in results)
+    print(
+        f"120 reviews, 24 at once: p50 {seconds[59] * 1000:.0f} ms, p99 {seconds[118] * 1000:.0f} ms, "
+        f"max {seconds[-1] * 1000:.0f} ms (deadline {webhook_server.REVIEW_DEADLINE:g} s)"
+    )
+    wrong = [r for r in results if r[1] != 403 or f"mallory may not create Jobs in namespace {namespace}" not in r[2]]
+    assert not wrong, wrong[:3]
 
 
 def test_an_appschedule_never_reaches_another_namespace(
