@@ -24,9 +24,9 @@ AppSchedule is suspended, the soak waits for the last runs to end and the ledger
 compares, per task, runs, duplicates, failed, missed and unkeyed runs with ground truth rebuilt from the API
 server's audit log (tests/soak/groundtruth.py). It also checks that no task ever had two CronJobs, no
 Job is left behind the ledger's finalizer, and every Job whose admission ran while a replica was serving
-carries its key (an unkeyed one is excused only when a replica was killed during its create request: it
-may have been in flight to that one). Exit status 0 only when everything holds; a report (JSON, the operator's
-log, the audit log) is left in ``--out``.
+carries its key (an unkeyed one is excused only when a replica was killed during its create request, or
+up to KILL_GRACE before its answer: it may have been in flight to that one). Exit status 0 only when
+everything holds; a report (JSON, the replicas' logs, the audit log) is left in ``--out``.
 
 Usage: python -m tests.soak.soak --minutes 10 --seed 1 [--appschedules 50] [--out DIR] [--keep-cluster]
 """
@@ -51,25 +51,31 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from croniter import croniter
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
-from appschedule.core import naming
-from appschedule.shell import certs
-from tests.kit import operator as kit
-from tests.kit.chart import OUTCOME
-from tests.kit.wait import Timeout, wait_for
-
-from . import groundtruth as gt
-
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("APPSCHEDULE_CACHE", Path.home() / ".cache" / "appschedule-operator"))
+# before anything imports localcluster (tests.kit.chart does): it reads both when it is first imported
 os.environ.setdefault("APPSCHEDULE_CLUSTER_DIR", str(CACHE / "soak-cluster"))
 os.environ.setdefault("APPSCHEDULE_PORT_OFFSET", "2000")
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
+
+from croniter import croniter  # noqa: E402
+from kubernetes import client, config  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
+from urllib3.exceptions import HTTPError  # noqa: E402
+
 import localcluster  # noqa: E402
+from appschedule.core import naming  # noqa: E402
+from appschedule.shell import certs  # noqa: E402
+from tests.kit import operator as kit  # noqa: E402
+from tests.kit.chart import OUTCOME  # noqa: E402
+from tests.kit.wait import Timeout, wait_for  # noqa: E402
+
+from . import groundtruth as gt  # noqa: E402
+
+# the soak stops the API server and the controller manager: never on the test cluster (a second soak may
+# choose its own directory and offset)
+if localcluster.STATE == CACHE / "cluster" or localcluster.PORT_OFFSET == 0:
+    raise SystemExit(f"the soak would run on the test cluster ({localcluster.STATE}, port offset 0)")
 
 GROUP, VERSION, PLURAL, FINALIZER = naming.GROUP, naming.VERSION, naming.PLURAL, naming.LEDGER_FINALIZER
 _SHIFT = int(os.environ["APPSCHEDULE_PORT_OFFSET"]) - 2000  # a second soak beside the first: another offset
@@ -79,6 +85,7 @@ PORTS = {
     "b": {"metrics": 36504 + _SHIFT, "liveness": 36505 + _SHIFT},
 }
 LEASE = "appschedule-soak"
+KILL_GRACE = 1.0  # a request answered this long after a kill was reaped may still have been in flight to it
 WHOLE_OUTAGE_EVERY = 4  # every fourth kill takes both replicas down (every third in a short soak)
 LISTENING = "admission webhooks listening"  # the admission process logs it once its port is open
 CATCH_UP_LIMIT = 30.0
@@ -297,6 +304,17 @@ class Operator(kit.Operator):
             self.serving[-1][1] = time.time()
         return super().stop(sig, timeout)
 
+    def kill(self) -> int | None:
+        """SIGKILL to its process group, as a container is killed: the admission process (which holds the
+        webhook's socket) dies with the controller, not a moment later by the parent-death signal."""
+        if self.serving and self.serving[-1][1] is None:
+            self.serving[-1][1] = time.time()
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        return None if self.process is None else self.process.returncode
+
     def check(self) -> None:
         """Start it again if it exited on its own (counted: it must not happen)."""
         if self.process is not None and self.process.poll() is not None:
@@ -327,6 +345,7 @@ class Soak:
         self.api_down = False
         self.sources: dict[str, str] = {}  # live AppSchedule -> the plan's name it stands for
         self.kills: list[tuple[float, float]] = []  # every SIGKILL of a replica: sent, and the exit seen
+        self.chaos_began = 0.0  # time.time() at the plan's 0
 
     # -- API access (every call bounded: the API server goes away on purpose)
 
@@ -437,7 +456,7 @@ class Soak:
         (self.out / "plan.json").write_text(json.dumps([s.__dict__ for s in plan], indent=1))
         # the plan is relative to a minute boundary, so its :30 suspensions fall at :30
         time.sleep(60 - time.time() % 60)
-        start = time.time()
+        start = self.chaos_began = time.time()
         log(f"chaos for {self.args.minutes} min: {len(plan)} steps, seed {self.args.seed}")
         pending: CatchUp | None = None
         began = time.time()
@@ -475,8 +494,8 @@ class Soak:
                 replica.kill()
                 replica.kills += 1
                 self.kills.append((sent, time.time()))
-            if arg == "all":  # down across the next fire: until 3 s past the minute boundary (a pod's restart)
-                time.sleep(60 - time.time() % 60 + 3)
+            if arg == "all":  # down across the fire: from :57 until :03 as planned, even when the step ran late
+                time.sleep(max(0.0, self.chaos_began + step.at + 6 - time.time()))
             self.restart(targets)
             arg = f"{arg} (the leader was {leader or 'unknown'})"
         elif action == "stop":
@@ -802,7 +821,7 @@ class Soak:
             answered = (job.answered or job.created).timestamp()
             if not any(start <= received and answered <= end for start, end in spans):
                 found["unkeyed_none_serving"] += 1
-            elif any(received <= reaped and sent <= answered for sent, reaped in self.kills):
+            elif any(received <= reaped + KILL_GRACE and sent <= answered for sent, reaped in self.kills):
                 found["unkeyed_in_flight_at_a_kill"] += 1
             else:
                 unexplained.append(f"{job.namespace}/{job.name}")

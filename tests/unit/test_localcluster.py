@@ -40,3 +40,16 @@ def test_every_staging_module_is_pinned_to_the_matching_release() -> None:
     replaces = [line.split() for line in gomod.splitlines() if "=>" in line]
     assert len(replaces) >= 30
     assert all(parts[-1] == staging for parts in replaces)
+
+
+def test_the_soak_never_runs_on_the_test_cluster() -> None:
+    """The soak stops the API server: its cluster is its own, whatever imported localcluster first (the test
+    kit does, and once ran the soak on the test cluster's directory and ports)."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("APPSCHEDULE_CLUSTER_DIR", "APPSCHEDULE_PORT_OFFSET")}
+    code = "from tests.soak import soak; print(soak.localcluster.STATE.name, soak.localcluster.PORT_OFFSET)"
+    root = Path(__file__).resolve().parents[2]
+    found = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["soak-cluster", "2000"]
