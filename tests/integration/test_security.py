@@ -103,8 +103,10 @@ def test_a_burst_of_applies_is_reviewed_every_one_none_left_to_the_timeout(
     validating: OperatorProcess, kubectl: Kubectl, api: client.ApiClient, namespace: str
 ) -> None:
     """120 dry-run creates at once, 24 in flight, by an author who may not create Jobs: every one is refused
-    by the SubjectAccessReview. The webhook's failurePolicy here is Ignore, so a request left to the API
-    server's timeout would have been admitted unreviewed instead."""
+    by the SubjectAccessReview, none for want of time (a 503 from the review deadline) and none admitted (the
+    webhook's failurePolicy here is Ignore: a request left to the API server's timeout would have been
+    admitted unreviewed). It measures the real queue and SARs; the deadline itself is tested in
+    tests/unit/test_webhooks.py against a slow review."""
     _grant(kubectl, namespace, "mallory", [APPSCHEDULES])
     wait_for(
         lambda: kubectl("auth", "can-i", "create", "appschedules.appschedule.dev", "-n", namespace, "--as=mallory",

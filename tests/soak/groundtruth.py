@@ -290,6 +290,7 @@ NOT_STATE = ("leases", "subjectaccessreviews", "tokenreviews")  # the election i
 class Write:
     at: datetime
     pod: str
+    user: str  # system:serviceaccount:<namespace>:<name>
     verb: str
     resource: str  # resource or resource/subresource
     namespace: str
@@ -318,8 +319,8 @@ def pod_writes(lines: Iterable[str]) -> list[Write]:
             holder = str(((event.get("responseObject") or {}).get("spec") or {}).get("holderIdentity") or "")
         at = parse_time(event.get("stageTimestamp")) or datetime.fromtimestamp(0, UTC)
         found.append(
-            Write(at, str(pod[0]), str(event.get("verb")), resource, str(ref.get("namespace") or ""),
-                  str(ref.get("name") or ""), holder)
+            Write(at, str(pod[0]), str((event.get("user") or {}).get("username") or ""), str(event.get("verb")),
+                  resource, str(ref.get("namespace") or ""), str(ref.get("name") or ""), holder)
         )  # fmt: skip
     return found
 

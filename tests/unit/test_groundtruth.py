@@ -219,3 +219,4 @@ def test_the_lease_holders_and_the_writes_of_a_replica_that_did_not_hold_it() ->
     assert [(w.pod, w.resource, w.name) for w in gt.standby_writes(writes, spans)] == [
         ("op-b", "jobs", "shop-report-1")
     ]
+    assert {w.user for w in writes} == {"system:serviceaccount:ops:op"}

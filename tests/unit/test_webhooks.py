@@ -291,7 +291,7 @@ def test_a_burst_of_reviews_is_answered_within_the_deadline_and_the_late_ones_ne
         pool.shutdown(wait=True)
     allowed = [r for _, r in results if r["allowed"]]
     refused = [r for _, r in results if not r["allowed"]]
-    assert max(seconds for seconds, _ in results) < 1.5  # the deadline, and the spec checks of 40 requests
+    assert max(seconds for seconds, _ in results) < 2.0  # the 1 s deadline, and the spec checks of 40 requests
     assert 12 <= len(allowed) <= 24  # 4 threads, 0.2 s each, for 1 s
     assert all(r["status"]["code"] == 503 and "no answer" not in r["status"]["message"] for r in refused)
     assert all("try again (TimeoutError)" in r["status"]["message"] for r in refused)
