@@ -102,15 +102,20 @@ def cmd_next(args: argparse.Namespace) -> int:
     status = 1 if errors else 0
     if spec is None:
         return 1
+    metadata = appschedule.get("metadata") or {}
+    namespace, name = str(metadata.get("namespace") or args.namespace), str(metadata.get("name") or "")
     for task in spec.tasks:
         zone = task.resolved(spec)["timeZone"]
         try:
-            task_schedule = schedule.parse(task.schedule, zone)
+            # the schedule its CronJob runs: H forms hashed from the namespace, AppSchedule and task names
+            resolved = schedule.resolve_hashed(task.schedule, schedule.hashed_seed(namespace, name, task.name))
+            task_schedule = schedule.parse(resolved, zone)
         except schedule.ScheduleError as error:
             print(f"error: task {task.name!r}: {error}", file=sys.stderr)
             status = 1
             continue
-        print(f"{task.name} ({task.schedule}, {zone}):")
+        shown = task.schedule if resolved == task.schedule else f"{task.schedule} = {resolved} in {namespace}"
+        print(f"{task.name} ({shown}, {zone}):")
         for fire in schedule.fires_after(task_schedule, after, args.count):
             local = fire.astimezone(task_schedule.zone)
             print(f"  {keys.rfc3339(fire)}  {local.isoformat()} {zone}")
@@ -332,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     nxt.add_argument("-f", "--filename", required=True, help="AppSchedule YAML (- for stdin)")
     nxt.add_argument("-n", "--count", type=int, default=5, help="runs per task (default 5)")
     nxt.add_argument("--after", help="RFC 3339 time to start from (default: now)")
+    nxt.add_argument(
+        "--namespace",
+        default="default",
+        help="namespace the AppSchedule is in, when the file does not say (H forms hash it; default: default)",
+    )
     nxt.set_defaults(func=cmd_next)
 
     key = commands.add_parser(

@@ -306,7 +306,10 @@ class Task(TaskSettings):
         max_length=256,
         description="When to run, in Kubernetes CronJob syntax: five fields (minute hour day-of-month month "
         "day-of-week, Sunday=0) or @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually. Read in "
-        "timeZone. No seconds field, no L W # H, no TZ= prefix, no @every.",
+        "timeZone. No seconds field, no L W #, no TZ= prefix, no @every. H (Jenkins' hashed forms) in any "
+        "field: H, H(a-b), H/n, H(a-b)/n pick values from a stable hash of the namespace, AppSchedule and task "
+        "names, so tasks spread instead of all firing at :00; the CronJob, the status and the ledger use the "
+        "plain schedule it resolves to, which stays the same while the task exists.",
     )
     command: list[Arg] = Field(
         min_length=1,

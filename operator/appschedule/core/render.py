@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from . import naming
 from .models import AppScheduleSpec, Task
-from .schedule import ScheduleError, parse
+from .schedule import ScheduleError, hashed_seed, parse, resolve_hashed
 
 Manifest = dict[str, Any]
 RESERVED_ENV_PREFIX = "APPSCHEDULE_"
@@ -250,9 +250,21 @@ def valid_tasks(raw_spec: Mapping[str, Any]) -> set[str]:
         return set()
     valid: set[str] = set()
     for index, task in zip(parsed.indices, spec.tasks, strict=True):
-        if task.name not in valid and not _check_task(task, index, spec, task.resolved(spec)):
+        hashed = _hashed(task, index, "")  # whether it is valid does not depend on the names H hashes
+        if isinstance(hashed, SpecError):
+            continue
+        if task.name not in valid and not _check_task(hashed, index, spec, hashed.resolved(spec)):
             valid.add(task.name)
     return valid
+
+
+def _hashed(task: Task, index: int, seed: str) -> Task | SpecError:
+    """The task with its schedule's H forms resolved (the schedule its CronJob runs), or what is wrong."""
+    try:
+        schedule = resolve_hashed(task.schedule, seed)
+    except ScheduleError as error:
+        return SpecError(f"spec.tasks[{index}].schedule", f"schedule {task.schedule!r}: {error}", task.name)
+    return task if schedule == task.schedule else task.model_copy(update={"schedule": schedule})
 
 
 def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Rendered:
@@ -281,7 +293,12 @@ def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Ren
 
     cronjobs: dict[str, Manifest] = {}
     used_names: dict[str, str] = {}
-    for index, task in zip(parsed.indices, spec.tasks, strict=True):
+    namespace = str(metadata.get("namespace") or "")
+    for index, declared in zip(parsed.indices, spec.tasks, strict=True):
+        task = _hashed(declared, index, hashed_seed(namespace, name, declared.name))
+        if isinstance(task, SpecError):
+            errors.append(task)
+            continue
         settings = task.resolved(spec)
         task_errors = _check_task(task, index, spec, settings)
         cronjob = naming.cronjob_name(name, task.name)

@@ -17,7 +17,11 @@ prefixed when ``spec.timeZone`` is set) and chains ``Schedule.Next`` from the la
 * counts fires and finds the previous one arithmetically, UTC offset by UTC offset, replaying robfig's
   chain only across the transitions where it deviates from the wall clock: every function costs
   O(fields + days + transitions) whatever the zone and the day, never O(seconds or fires);
-* rejects schedules that can never fire (``0 0 31 2 *``), as robfig's ``Next`` gives up after 5 years.
+* rejects schedules that can never fire (``0 0 31 2 *``), as robfig's ``Next`` gives up after 5 years;
+* resolves Jenkins' hashed forms (``H``, ``H(a-b)``, ``H/n``, ``H(a-b)/n``) before any of that, with
+  ``resolve_hashed(expression, seed)``: a plain five-field schedule chosen by a stable hash of the seed
+  (namespace, AppSchedule and task), so tasks written alike spread over the hour instead of all firing at
+  :00, and the same task always gets the same schedule. ``parse`` itself never sees an H.
 
 Everything here is pure: times are arguments, never read from a clock. Times are timezone-aware
 ``datetime`` values at whole seconds; results are in UTC.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import calendar
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +52,7 @@ __all__ = [
     "previous_fire",
     "repeat_of",
     "repeats_between",
+    "resolve_hashed",
     "round_down",
 ]
 
@@ -184,6 +190,66 @@ def _parse_field(text: str, index: int) -> tuple[str, int]:
     return ",".join(parts), star
 
 
+_HASHED = re.compile(r"H(?:\((?P<low>\d{1,2})-(?P<high>\d{1,2})\))?(?:/(?P<step>\d{1,2}))?")
+# H alone in the day-of-month field picks from 1-28, as Jenkins does: a day every month has
+_HASH_RANGE = {2: (1, 28)}
+
+
+def hashed_seed(namespace: str, appschedule: str, task: str) -> str:
+    """What a task's H forms are hashed from: stable while the task exists, different for every task."""
+    return f"{namespace}/{appschedule}/{task}"
+
+
+def resolve_hashed(expression: str, seed: str) -> str:
+    """``expression`` with every H form replaced by plain values chosen by a hash of ``seed`` (and the field):
+
+    ``H`` one value of the field's range (day of month: 1-28); ``H(a-b)`` one value in a-b; ``H/n`` every n
+    from an offset below n (``H/15`` in minutes: e.g. ``7-59/15``); ``H(a-b)/n`` the same within a-b. H may
+    be an item of a list (``H,30``). An expression without H is returned unchanged, character for
+    character. A malformed H form raises ScheduleError naming the field and the form; the result is
+    checked by ``parse`` as any schedule is."""
+    if "H" not in expression or expression.startswith("@") or "TZ" in expression:
+        return expression  # parse explains whatever else is wrong with it
+    fields = expression.split()
+    if len(fields) != 5:
+        return expression  # parse says how many fields it wants
+    out = []
+    for index, text in enumerate(fields):
+        if "H" not in text:
+            out.append(text)
+            continue
+        items = []
+        for item in text.split(","):
+            items.append(_resolve_item(item, index, seed) if item.startswith("H") else item)
+        out.append(",".join(items))
+    return " ".join(out)
+
+
+def _resolve_item(item: str, index: int, seed: str) -> str:
+    name, low, high, _ = _FIELDS[index]
+    where = f"{name} field: {item!r}"
+    match = _HASHED.fullmatch(item)
+    if match is None:
+        raise ScheduleError(f"{where} is not an H form; use H, H(a-b), H/n or H(a-b)/n (e.g. H(0-29), H/15)")
+    if match["low"] is not None:
+        first, last = int(match["low"]), int(match["high"])
+        if first < low or last > high:
+            raise ScheduleError(f"{where}: the range of H must lie within {low}-{high}")
+        if first > last:
+            raise ScheduleError(f"{where}: the range of H begins after it ends (H({last}-{first})?)")
+    else:
+        first, last = _HASH_RANGE.get(index, (low, high)) if match["step"] is None else (low, high)
+    digest = hashlib.sha256(f"{seed}\x00{index}".encode()).digest()
+    value = int.from_bytes(digest[:8], "big")
+    if match["step"] is None:
+        return str(first + value % (last - first + 1))
+    step = int(match["step"])
+    if step == 0 or step > last - first + 1:
+        raise ScheduleError(f"{where}: the step must be 1 to {last - first + 1}, the size of the range")
+    start = first + value % step
+    return f"{start}-{last}/{step}"
+
+
 def _expected(index: int) -> str:
     _, low, high, names = _FIELDS[index]
     return f"a number {low}-{high}" + (" or a name like " + ("JAN" if index == 3 else "MON") if names else "")
@@ -196,7 +262,7 @@ def _hint(token: str, index: int) -> str:
     if "#" in token:
         return "; # (nth weekday) is not supported by Kubernetes CronJobs"
     if upper.startswith("H"):
-        return "; H (hashed) is not supported by Kubernetes CronJobs"
+        return "; H (hashed) is resolved before the schedule is read: use H, H(a-b), H/n or H(a-b)/n"
     return ""
 
 
