@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -304,6 +306,38 @@ def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: Wo
         (owner,) = cronjob["metadata"]["ownerReferences"]
         assert owner["uid"] == uids[name[:6]]
         assert cronjob["spec"]["schedule"] == f"{name[-1]} {int(name[4:6]) % 24} * * *"
+
+
+def test_h_resolves_to_what_next_prints_and_stays_through_a_restart(
+    world: World, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    """H in schedules: each CronJob runs the plain schedule `appschedule next` prints for its task, the
+    status says the same, and an operator started again resolves it alike (the CronJob is not rewritten)."""
+    world.deployment()
+    created = world.appschedule("spread", [task("report", "H H(1-5) * * *"), task("sync", "H/15 * * * *")])
+    cronjobs = until(lambda: found if len(found := world.cronjobs()) == 2 else None, "the two CronJobs")
+    path = tmp_path / "spread.yaml"
+    path.write_text(json.dumps(created))  # JSON is YAML
+    printed = subprocess.run(
+        [sys.executable, "-m", "appschedule", "next", "-f", str(path), "-n", "1"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    plain = {name: cronjobs[f"spread-{name}"]["spec"]["schedule"] for name in ("report", "sync")}
+    for schedule in plain.values():
+        assert "H" not in schedule and f"= {schedule} in {world.namespace}," in printed, printed
+
+    def shown() -> dict[str, str]:
+        return {t["name"]: t.get("schedule") for t in (world.get("spread").get("status") or {}).get("tasks") or []}
+
+    until(lambda: shown() == plain, "the status to show the resolved schedules")
+    versions = {name: c["metadata"]["resourceVersion"] for name, c in world.cronjobs().items()}
+    operator.kill()
+    operator.start_and_wait()
+    before = len(operator.reconciles(world.namespace, "spread"))
+    world.patch("spread", {"metadata": {"labels": {"touched": "yes"}}})
+    until(lambda: len(operator.reconciles(world.namespace, "spread")) > before, "a reconcile after the restart")
+    assert {name: c["metadata"]["resourceVersion"] for name, c in world.cronjobs().items()} == versions
+    assert shown() == plain
 
 
 def test_liveness_endpoint_answers(operator: OperatorProcess) -> None:
