@@ -1,0 +1,241 @@
+"""``kubectl appschedule``: the executable ``kubectl-appschedule`` installed with the package, which kubectl
+runs as a plugin (``kubectl appschedule status``); it runs as well without kubectl.
+
+It follows kubectl's conventions: the current kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``) and
+context (``--context``), ``-n/--namespace`` (default: the context's namespace), ``-A/--all-namespaces``,
+``-o text|json|yaml``; errors on stderr naming the object; exit status 0, or 1 when something named is not
+found or the API server refuses.
+
+``status [NAME]``: per task, the schedule as it runs (H resolved: the one in the status, which the
+operator took from the task's CronJob), its time zone, the next three fires (local and UTC), the last run,
+the counts and the health of its last runs. The text fits a terminal of 80 columns.
+
+What to show is computed by pure functions of the AppSchedules and ``now`` (``describe``, ``text``); only
+``main`` reads the cluster and the clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from .core import naming
+from .core.schedule import ScheduleError, fires_after, parse
+
+WIDTH = 80
+NEXT = 3  # fires shown per task
+RECENT = 10  # last runs a task's health is read from (as the RunsHealthy condition)
+COUNTS = ("runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "unkeyed")
+
+
+class PluginError(Exception):
+    """A user-facing error: printed on stderr, exit status 1."""
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _fires(task: Mapping[str, Any], now: datetime) -> list[dict[str, str]] | str:
+    """The task's next fires as its CronJob runs them, or why they cannot be told."""
+    expression, zone = task.get("schedule"), task.get("timeZone") or "UTC"
+    if not isinstance(expression, str) or not isinstance(zone, str):
+        return "not known yet (the operator has not recorded the task's CronJob)"
+    try:
+        schedule = parse(expression, zone)
+    except ScheduleError as error:
+        return f"cannot be told: {error}"
+    return [
+        {"utc": f"{fire:%Y-%m-%dT%H:%M:%SZ}", "local": f"{fire.astimezone(schedule.zone):%Y-%m-%d %H:%M %Z}"}
+        for fire in fires_after(schedule, now, NEXT)
+    ]
+
+
+def _health(task: Mapping[str, Any]) -> str:
+    """What the task's last runs say: "ok", or what went wrong among them."""
+    recent = [r for r in _list(task.get("recent"))[:RECENT] if isinstance(r, Mapping)]
+    problems = {
+        "missed": sum(1 for r in recent if r.get("state") == "Missed"),
+        "failed": sum(1 for r in recent if r.get("state") == "Failed"),
+        "lost": sum(1 for r in recent if r.get("state") == "Unknown"),
+        "duplicated": sum(1 for r in recent if int(r.get("duplicates") or 0) > 0),
+        "stuck": sum(1 for r in recent if r.get("stuck")),
+    }
+    said = [f"{count} {what}" for what, count in problems.items() if count]
+    if task.get("lateSince"):
+        said.append(f"late since {task['lateSince']}")
+    return "ok" if not said else ", ".join(said) + f" among the last {len(recent)} runs"
+
+
+def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """What ``status`` shows of one AppSchedule (the ``-o json`` form); any field may be missing or odd."""
+    meta, spec = _dict(appschedule.get("metadata")), _dict(appschedule.get("spec"))
+    status = _dict(appschedule.get("status"))
+    conditions = {str(c.get("type")): c for c in _list(status.get("conditions")) if isinstance(c, Mapping)}
+    tracked = {str(t.get("name")): t for t in _list(status.get("tasks")) if isinstance(t, Mapping)}
+    declared = [str(t.get("name")) for t in _list(spec.get("tasks")) if isinstance(t, Mapping) and t.get("name")]
+    tasks = []
+    for name in declared + [n for n in tracked if n not in declared]:
+        task = _dict(tracked.get(name))
+        last = _dict(task.get("lastRun"))
+        counts = _dict(task.get("counts"))
+        tasks.append(
+            {
+                "name": name,
+                "schedule": task.get("schedule"),
+                "timeZone": task.get("timeZone"),
+                "next": _fires(task, now),
+                "lastRun": {k: last[k] for k in ("scheduledTime", "state", "job", "key") if k in last} or None,
+                "counts": {k: int(counts.get(k) or 0) for k in COUNTS} if counts else None,
+                "health": _health(task) if task else "not tracked yet",
+                "declared": name in declared,
+            }
+        )
+    return {
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "deployment": _dict(spec.get("deploymentRef")).get("name"),
+        "ready": {k: _dict(conditions.get("Ready")).get(k) for k in ("status", "reason", "message")},
+        "runsHealthy": _dict(conditions.get("RunsHealthy")).get("status"),
+        "tasks": tasks,
+    }
+
+
+def text(described: Sequence[Mapping[str, Any]]) -> str:
+    """The terminal form: a block per AppSchedule, a few lines per task, every line at most 80 columns."""
+    lines: list[str] = []
+    for item in described:
+        ready = _dict(item.get("ready"))
+        head = f"{item.get('namespace')}/{item.get('name')}  deployment {item.get('deployment')}"
+        head += f"  ready {ready.get('status') or '?'}  runs healthy {item.get('runsHealthy') or '?'}"
+        lines.append(head)
+        if ready.get("status") == "False" and ready.get("message"):
+            lines.append(f"  not ready: {ready['message']}")
+        for task in item.get("tasks") or []:
+            where = "" if task.get("declared") else "  (no longer declared)"
+            schedule = (
+                f"{task['schedule']}  {task.get('timeZone') or ''}"
+                if task.get("schedule")
+                else "schedule not known yet"
+            )
+            lines.append(f"  {task['name']}  {schedule}{where}")
+            last = task.get("lastRun")
+            if last:
+                lines.append(f"    last run  {last.get('state')}, fire {last.get('scheduledTime')}")
+            counts = task.get("counts")
+            if counts:
+                shown = ("runs", "missed", "duplicates", "failed", "stuck", "unkeyed")
+                lines.append("    counts    " + "  ".join(f"{k} {counts[k]}" for k in shown))
+            lines.append(f"    health    {task.get('health')}")
+            upcoming = task.get("next")
+            if isinstance(upcoming, str):
+                lines.append(f"    next      {upcoming}")
+            else:
+                for n, fire in enumerate(upcoming or []):
+                    lines.append(f"    {'next' if n == 0 else '':10}{fire['local']:<24}{fire['utc']}")
+        lines.append("")
+    wrapped: list[str] = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        wrapped.extend(textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [""])
+    return "\n".join(wrapped).rstrip() + "\n"
+
+
+# -- the shell: kubectl's conventions, the cluster, the clock
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubectl appschedule", description=__doc__.split("\n\n")[0])
+    common = argparse.ArgumentParser(add_help=False)  # after the subcommand, as kubectl passes them
+    common.add_argument("--kubeconfig", help="path to the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
+    common.add_argument("--context", help="the kubeconfig context to use (default: the current one)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    status = commands.add_parser(
+        "status", parents=[common], help="per task: schedule as it runs, next fires, last run, counts"
+    )
+    status.add_argument("name", nargs="?", help="one AppSchedule (default: all in the namespace)")
+    status.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    status.add_argument("-A", "--all-namespaces", action="store_true", help="AppSchedules of every namespace")
+    status.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    return parser
+
+
+def _api(args: argparse.Namespace) -> tuple[Any, str]:
+    from kubernetes import client, config
+
+    try:
+        api = config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
+        _, active = config.list_kube_config_contexts(config_file=args.kubeconfig)
+    except (config.ConfigException, OSError) as error:
+        raise PluginError(f"cannot read the kubeconfig: {error}") from None
+    namespace = str(_dict(_dict(active).get("context")).get("namespace") or "default")
+    if args.context:
+        contexts, _ = config.list_kube_config_contexts(config_file=args.kubeconfig)
+        chosen: Mapping[str, Any] = next((c for c in contexts or [] if c.get("name") == args.context), {})
+        namespace = str(_dict(chosen.get("context")).get("namespace") or "default")
+    return client.CustomObjectsApi(api), namespace
+
+
+def _read(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from kubernetes.client.exceptions import ApiException
+
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    group, version, plural = naming.GROUP, naming.VERSION, naming.PLURAL
+    try:
+        if args.name:
+            if args.all_namespaces:
+                raise PluginError("a resource cannot be retrieved by name across all namespaces")
+            return [custom.get_namespaced_custom_object(group, version, namespace, plural, args.name)]
+        if args.all_namespaces:
+            found = custom.list_cluster_custom_object(group, version, plural)
+        else:
+            found = custom.list_namespaced_custom_object(group, version, namespace, plural)
+    except ApiException as error:
+        if error.status == 404 and args.name:
+            raise PluginError(
+                f'appschedules.appschedule.dev "{args.name}" not found in namespace {namespace}'
+            ) from None
+        raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
+    except OSError as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
+    items = [i for i in found.get("items") or [] if isinstance(i, dict)]
+    if not items and args.output == "text":
+        print(f"No AppSchedules found in {'any namespace' if args.all_namespaces else namespace}.", file=sys.stderr)
+    return items
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        items = _read(args)
+    except PluginError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    now = datetime.now(UTC).replace(microsecond=0)
+    ordered = sorted(
+        items, key=lambda i: (str(_dict(i.get("metadata")).get("namespace")), str(_dict(i.get("metadata")).get("name")))
+    )
+    described = [describe(item, now) for item in ordered]
+    if args.output == "json":
+        print(json.dumps(described if not args.name else described[0], indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(described if not args.name else described[0], sort_keys=False), end="")
+    elif described:
+        print(text(described), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

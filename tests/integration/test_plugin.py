@@ -1,0 +1,57 @@
+"""`kubectl appschedule` found by the real kubectl as a plugin on PATH, reading the real API server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kubernetes import client
+
+from appschedule.core.schedule import hashed_seed, resolve_hashed
+from tests.kit.chart import tool
+from tests.kit.wait import wait_for
+
+from .conftest import ClusterUnderTest, OperatorProcess
+from .test_operator import World, task
+
+
+def plugin(cluster: ClusterUnderTest, *args: str) -> subprocess.CompletedProcess[str]:
+    """kubectl running the plugin as a user would: the package's scripts on PATH, the kubeconfig in KUBECONFIG."""
+    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run([tool("kubectl"), "appschedule", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_status_through_kubectl_shows_the_resolved_schedule_next_fires_and_counts(
+    cluster: ClusterUnderTest, api: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    world = World(api, namespace)
+    world.deployment()
+    world.appschedule("shop", [task("report", "H 17 * * 5"), task("sync", "*/5 * * * *")])
+    wait_for(
+        lambda: len([t for t in (world.get("shop").get("status") or {}).get("tasks") or [] if t.get("schedule")]) == 2,
+        timeout=30,
+        what="both tasks tracked",
+    )
+    shown = plugin(cluster, "status", "shop", "-n", namespace)
+    assert shown.returncode == 0, shown.stderr
+    resolved = resolve_hashed("H 17 * * 5", hashed_seed(namespace, "shop", "report"))
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith(f"{namespace}/shop  deployment web  ready True")
+    assert f"  report  {resolved}  UTC" in lines and "  sync  */5 * * * *  UTC" in lines
+    assert sum(1 for line in lines if line.rstrip().endswith("Z") and ":" in line) == 6  # 3 fires per task
+    assert max(len(line) for line in lines) <= 80
+
+    as_json = json.loads(plugin(cluster, "status", "shop", "-n", namespace, "-o", "json").stdout)
+    report = next(t for t in as_json["tasks"] if t["name"] == "report")
+    assert report["schedule"] == resolved and len(report["next"]) == 3 and report["counts"]["runs"] == 0
+
+    everywhere = plugin(cluster, "status", "-A", "-o", "json")
+    assert any(item["namespace"] == namespace for item in json.loads(everywhere.stdout))
+
+    missing = plugin(cluster, "status", "nope", "-n", namespace)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert f'appschedules.appschedule.dev "nope" not found in namespace {namespace}' in missing.stderr

@@ -1,0 +1,77 @@
+"""`kubectl appschedule status` (plugin.py): what it shows, computed without a cluster, in 80 columns."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from appschedule.plugin import describe, text
+
+NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # the day before Europe/Berlin springs forward
+
+
+def appschedule(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "shop", "name": "shop"},
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": [{"name": "nightly"}, {"name": "report"}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "RunsHealthy", "status": "False"}],
+            "tasks": [
+                {
+                    "name": "nightly",
+                    "schedule": "30 2 * * *",  # 2:30 local: no such time on 29 March
+                    "timeZone": "Europe/Berlin",
+                    "lastRun": {"scheduledTime": "2026-03-28T01:30:00Z", "state": "Succeeded", "job": "j"},
+                    "counts": {"runs": 40, "missed": 2, "duplicates": 1, "unkeyed": 1},
+                    "recent": [
+                        {"state": "Succeeded"},
+                        {"state": "Missed"},
+                        {"state": "Failed"},
+                        {"state": "Succeeded", "duplicates": 1},
+                    ],
+                },
+            ],
+            **status,
+        },
+    }
+
+
+def test_next_fires_are_the_controllers_across_daylight_saving_local_and_utc() -> None:
+    (nightly, report) = describe(appschedule(), NOW)["tasks"]
+    assert [f["utc"] for f in nightly["next"]] == [
+        "2026-03-30T00:30:00Z",  # 29 March has no 2:30 in Berlin: the controller skips that day
+        "2026-03-31T00:30:00Z",
+        "2026-04-01T00:30:00Z",
+    ]
+    assert nightly["next"][0]["local"] == "2026-03-30 02:30 CEST"
+    assert nightly["health"] == "1 missed, 1 failed, 1 duplicated among the last 4 runs"
+    assert nightly["counts"]["unkeyed"] == 1 and nightly["lastRun"]["state"] == "Succeeded"
+    assert report["health"] == "not tracked yet" and isinstance(report["next"], str)
+
+
+def test_the_text_fits_80_columns_and_says_each_part() -> None:
+    long = appschedule()
+    long["status"]["tasks"][0]["name"] = "n" * 63
+    long["spec"]["tasks"][0]["name"] = "n" * 63
+    long["status"]["tasks"][0]["schedule"] = "0,5,10,15,20,25,30,35,40,45,50,55 0-23 1,8,15,22,29 1-12 0-6"
+    shown = text([describe(long, NOW), describe(appschedule(), NOW)])
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    block = text([describe(appschedule(), NOW)])
+    assert "shop/shop  deployment web  ready True  runs healthy False" in block
+    assert "    counts    runs 40  missed 2  duplicates 1  failed 0  stuck 0  unkeyed 1" in block
+    assert "    next      2026-03-30 02:30 CEST   2026-03-30T00:30:00Z" in block
+    assert "  report  schedule not known yet" in block
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [{}, {"metadata": None, "spec": "x", "status": []}, {"status": {"tasks": [{"name": 3, "schedule": 5}]}},
+     {"status": {"tasks": [{"name": "t", "schedule": "61 * * * *", "timeZone": "Mars/Base"}]}}],
+)  # fmt: skip
+def test_odd_objects_are_shown_not_raised(odd: dict[str, Any]) -> None:
+    described = describe(odd, NOW)
+    json.dumps(described)
+    assert max((len(line) for line in text([described]).splitlines()), default=0) <= 80
