@@ -395,18 +395,7 @@ def _through_the_operators_restarts(kubectl: Kubectl, ops: str, app: str, audit:
 
 def _author_without_jobs(namespace: str, user: str) -> dict[str, Any]:
     """A Role and RoleBinding: ``user`` may write AppSchedules in ``namespace`` but not create Jobs."""
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": user, "namespace": namespace},
-        "rules": [{"apiGroups": ["appschedule.dev"], "resources": ["appschedules"],
-                   "verbs": ["get", "list", "create", "update", "patch"]}],
-    }  # fmt: skip
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": user, "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    return {"apiVersion": "v1", "kind": "List", "items": [role, binding]}
+    verbs = ["get", "list", "create", "update", "patch"]
+    return chart.user_role(
+        namespace, user, [{"apiGroups": ["appschedule.dev"], "resources": ["appschedules"], "verbs": verbs}]
+    )

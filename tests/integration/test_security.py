@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client
 
 from appschedule.shell import webhook_server
+from tests.kit.chart import user_role
 from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
@@ -46,20 +47,7 @@ def _schedule(namespace: str, deployment: str = "web", command: str = "report.js
 
 
 def _grant(kubectl: Kubectl, namespace: str, user: str, rules: list[dict[str, Any]]) -> None:
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": user, "namespace": namespace},
-        "rules": rules,
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": user, "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }
-    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
+    kubectl("apply", "-f", "-", input=json.dumps(user_role(namespace, user, rules)))
 
 
 APPSCHEDULES = {

@@ -71,6 +71,24 @@ class Kubectl:
         )
 
 
+def user_role(namespace: str, user: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Role with ``rules`` bound to the User ``user`` in ``namespace``, as one List to apply."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": user, "namespace": namespace},
+        "rules": rules,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": user, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    return {"apiVersion": "v1", "kind": "List", "items": [role, binding]}
+
+
 class Helm:
     def __init__(self, kubeconfig: Path) -> None:
         self.binary = tool("helm")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -107,19 +107,24 @@ def _terminal(status: Mapping[str, Any]) -> tuple[str, datetime | None] | None:
     return None
 
 
-def read_audit(lines: Iterable[str]) -> History:
-    """The Jobs and CronJobs of AppSchedule tasks, from audit events in the order they were written."""
-    history = History()
-    live: dict[TaskKey, dict[str, CronJobTruth]] = defaultdict(dict)
-    by_name: dict[tuple[str, str], CronJobTruth] = {}
+def _answered(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The audit events of requests answered 2xx, in the order they were written."""
     for line in lines:
         line = line.strip()
         if not line:
             continue
         event = json.loads(line)
         code = (event.get("responseStatus") or {}).get("code", 0)
-        if event.get("stage") != "ResponseComplete" or not 200 <= code < 300:
-            continue
+        if event.get("stage") == "ResponseComplete" and 200 <= code < 300:
+            yield event
+
+
+def read_audit(lines: Iterable[str]) -> History:
+    """The Jobs and CronJobs of AppSchedule tasks, from audit events in the order they were written."""
+    history = History()
+    live: dict[TaskKey, dict[str, CronJobTruth]] = defaultdict(dict)
+    by_name: dict[tuple[str, str], CronJobTruth] = {}
+    for event in _answered(lines):
         history.events += 1
         ref = event.get("objectRef") or {}
         obj = event.get("responseObject") or {}
@@ -301,13 +306,8 @@ class Write:
 def pod_writes(lines: Iterable[str]) -> list[Write]:
     """Every write answered 2xx that a pod made with its ServiceAccount token, in the order written."""
     found = []
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        event = json.loads(line)
-        code = (event.get("responseStatus") or {}).get("code", 0)
-        if event.get("stage") != "ResponseComplete" or not 200 <= code < 300 or event.get("verb") == "get":
+    for event in _answered(lines):
+        if event.get("verb") == "get":
             continue
         pod = ((event.get("user") or {}).get("extra") or {}).get(POD_NAME) or []
         if not pod:
