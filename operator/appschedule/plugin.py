@@ -152,6 +152,90 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(wrapped).rstrip() + "\n"
 
 
+MARKS = {  # one per fire, the first that applies: what went wrong before what went right
+    "M": "missed",
+    "S": "stuck",
+    "F": "failed",
+    "?": "lost (its Job deleted unseen)",
+    "D": "duplicated",
+    "K": "ran without its key",
+    "L": "late",
+    "A": "active",
+    ".": "succeeded",
+}
+
+
+def _grace(spec: Mapping[str, Any], task: str) -> int:
+    """The task's missedRunGraceSeconds: its own, spec.defaults', else the built-in 120."""
+    declared = next((t for t in _list(spec.get("tasks")) if isinstance(t, Mapping) and t.get("name") == task), {})
+    for source in (declared, _dict(spec.get("defaults"))):
+        value = source.get("missedRunGraceSeconds")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 120
+
+
+def _mark(run: Mapping[str, Any], grace: int) -> str:
+    state, delay = run.get("state"), run.get("delaySeconds")
+    late = isinstance(delay, int) and delay > grace
+    found = {
+        "M": state == "Missed",
+        "S": bool(run.get("stuck")),
+        "F": state == "Failed",
+        "?": state == "Unknown",
+        "D": isinstance(run.get("duplicates"), int) and run["duplicates"] > 0,
+        "K": run.get("keyInjected") is False,
+        "L": late,
+        "A": state == "Active",
+        ".": state == "Succeeded",
+    }
+    return next((mark for mark, applies in found.items() if applies), "?")
+
+
+def history(appschedule: Mapping[str, Any], task: str | None = None) -> dict[str, Any]:
+    """The last runs and misses the status remembers (10 per task), oldest first, a mark per fire."""
+    meta, spec = _dict(appschedule.get("metadata")), _dict(appschedule.get("spec"))
+    tasks = []
+    for entry in _list(_dict(appschedule.get("status")).get("tasks")):
+        if not isinstance(entry, Mapping) or (task is not None and entry.get("name") != task):
+            continue
+        grace = _grace(spec, str(entry.get("name")))
+        runs = sorted(
+            (
+                r
+                for r in _list(entry.get("recent"))
+                if isinstance(r, Mapping) and isinstance(r.get("scheduledTime"), str)
+            ),
+            key=lambda r: str(r["scheduledTime"]),
+        )
+        fires = [
+            {
+                "scheduledTime": r["scheduledTime"],
+                "mark": _mark(r, grace),
+                **{k: r[k] for k in ("state", "job", "key", "delaySeconds", "duplicates") if k in r},
+            }
+            for r in runs
+        ]
+        tasks.append({"name": entry.get("name"), "schedule": entry.get("schedule"), "fires": fires})
+    return {"namespace": meta.get("namespace"), "name": meta.get("name"), "tasks": tasks}
+
+
+def history_text(found: Mapping[str, Any]) -> str:
+    """A row per task: its marks, oldest first, and the span they cover; a legend; 80 columns."""
+    lines = [f"{found.get('namespace')}/{found.get('name')}: the last runs and misses of each task, oldest first"]
+    for task in found.get("tasks") or []:
+        fires = task.get("fires") or []
+        marks = " ".join(f["mark"] for f in fires) or "(none yet)"
+        span = f"  {fires[0]['scheduledTime']} .. {fires[-1]['scheduledTime'][11:]}" if fires else ""
+        lines.append(f"  {str(task.get('name'))[:20]:<20} {marks:<19}{span}")
+    legend = [f"{mark} {meaning.split(' (')[0]}" for mark, meaning in MARKS.items()]
+    lines += ["  " + "  ".join(legend[:5]), "  " + "  ".join(legend[5:])]
+    wrapped: list[str] = []
+    for line in lines:
+        wrapped.extend(textwrap.wrap(line, WIDTH, subsequent_indent="    ", break_on_hyphens=False) or [""])
+    return "\n".join(wrapped) + "\n"
+
+
 # -- the shell: kubectl's conventions, the cluster, the clock
 
 
@@ -168,6 +252,12 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("-n", "--namespace", help="namespace (default: the context's)")
     status.add_argument("-A", "--all-namespaces", action="store_true", help="AppSchedules of every namespace")
     status.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    past = commands.add_parser("history", parents=[common], help="per task: the last runs and misses, a mark per fire")
+    past.add_argument("name", help="the AppSchedule")
+    past.add_argument("task", nargs="?", help="one task (default: all)")
+    past.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    past.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    past.set_defaults(all_namespaces=False)
     return parser
 
 
@@ -223,18 +313,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    if args.command == "history":
+        if not items:
+            return 1
+        found = history(items[0], args.task)
+        if args.task and not found["tasks"]:
+            print(f'error: appschedule "{args.name}" has no task "{args.task}" in its status', file=sys.stderr)
+            return 1
+        _print(found, args.output, history_text)
+        return 0
     now = datetime.now(UTC).replace(microsecond=0)
     ordered = sorted(
         items, key=lambda i: (str(_dict(i.get("metadata")).get("namespace")), str(_dict(i.get("metadata")).get("name")))
     )
     described = [describe(item, now) for item in ordered]
-    if args.output == "json":
-        print(json.dumps(described if not args.name else described[0], indent=2))
-    elif args.output == "yaml":
-        print(yaml.safe_dump(described if not args.name else described[0], sort_keys=False), end="")
-    elif described:
-        print(text(described), end="")
+    if described:
+        _print(
+            described if not args.name else described[0], args.output, lambda d: text(d if isinstance(d, list) else [d])
+        )
+    elif args.output != "text":
+        _print([], args.output, text)
     return 0
+
+
+def _print(found: Any, output: str, as_text: Any) -> None:
+    if output == "json":
+        print(json.dumps(found, indent=2))
+    elif output == "yaml":
+        print(yaml.safe_dump(found, sort_keys=False), end="")
+    else:
+        print(as_text(found), end="")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def plugin(cluster: ClusterUnderTest, *args: str) -> subprocess.CompletedProcess
     return subprocess.run([tool("kubectl"), "appschedule", *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_status_through_kubectl_shows_the_resolved_schedule_next_fires_and_counts(
+def test_status_and_history_through_kubectl(
     cluster: ClusterUnderTest, api: client.ApiClient, namespace: str, operator: OperatorProcess
 ) -> None:
     world = World(api, namespace)
@@ -51,6 +51,15 @@ def test_status_through_kubectl_shows_the_resolved_schedule_next_fires_and_count
 
     everywhere = plugin(cluster, "status", "-A", "-o", "json")
     assert any(item["namespace"] == namespace for item in json.loads(everywhere.stdout))
+
+    past = plugin(cluster, "history", "shop", "-n", namespace)
+    assert past.returncode == 0, past.stderr
+    assert [line.split()[0] for line in past.stdout.splitlines()[1:3]] == ["report", "sync"]
+    assert "(none yet)" in past.stdout and max(len(line) for line in past.stdout.splitlines()) <= 80
+    one = json.loads(plugin(cluster, "history", "shop", "sync", "-n", namespace, "-o", "json").stdout)
+    assert [t["name"] for t in one["tasks"]] == ["sync"]
+    no_task = plugin(cluster, "history", "shop", "nope", "-n", namespace)
+    assert no_task.returncode == 1 and 'has no task "nope"' in no_task.stderr
 
     missing = plugin(cluster, "status", "nope", "-n", namespace)
     assert missing.returncode == 1 and missing.stdout == ""

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from appschedule.plugin import describe, text
+from appschedule.plugin import describe, history, history_text, text
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # the day before Europe/Berlin springs forward
 
@@ -75,3 +75,34 @@ def test_odd_objects_are_shown_not_raised(odd: dict[str, Any]) -> None:
     described = describe(odd, NOW)
     json.dumps(described)
     assert max((len(line) for line in text([described]).splitlines()), default=0) <= 80
+
+
+def test_history_marks_each_fire_oldest_first_what_went_wrong_before_what_went_right() -> None:
+    obj = appschedule()
+    obj["spec"]["tasks"][0]["missedRunGraceSeconds"] = 30
+    obj["status"]["tasks"][0]["recent"] = [  # newest first, as the status keeps them
+        {"scheduledTime": "2026-03-28T01:35:00Z", "state": "Active"},
+        {"scheduledTime": "2026-03-28T01:34:00Z", "state": "Succeeded", "keyInjected": False},
+        {"scheduledTime": "2026-03-28T01:33:00Z", "state": "Failed", "delaySeconds": 90},
+        {"scheduledTime": "2026-03-28T01:32:00Z", "state": "Succeeded", "delaySeconds": 45},
+        {"scheduledTime": "2026-03-28T01:31:00Z", "state": "Missed"},
+        {"scheduledTime": "2026-03-28T01:30:00Z", "state": "Succeeded", "duplicates": 1},
+        {"scheduledTime": "2026-03-28T01:29:00Z", "state": "Unknown"},
+        {"scheduledTime": "2026-03-28T01:28:00Z", "state": "Failed", "stuck": True},
+        {"scheduledTime": "2026-03-28T01:27:00Z", "state": "Succeeded", "delaySeconds": 10},
+        {"state": "Succeeded"},  # no time: not a fire it can place
+    ]
+    found = history(obj)
+    (nightly,) = found["tasks"]
+    assert [f["mark"] for f in nightly["fires"]] == list(".S?DMLFKA")
+    shown = history_text(found)
+    assert "  nightly              . S ? D M L F K A    2026-03-28T01:27:00Z .. 01:35:00Z" in shown
+    assert "2026-03-28T01:27:00Z .. 01:35:00Z" in shown
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    assert history(obj, "report")["tasks"] == [] and history(obj, "nightly")["tasks"] == [nightly]
+
+
+def test_history_of_odd_objects_is_shown_not_raised() -> None:
+    for odd in ({}, {"status": {"tasks": [{"name": "t", "recent": "x"}, 5]}}, {"spec": [], "status": None}):
+        shown = history_text(history(odd))
+        assert max(len(line) for line in shown.splitlines()) <= 80
