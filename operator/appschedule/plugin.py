@@ -8,7 +8,13 @@ found or the API server refuses.
 
 ``status [NAME]``: per task, the schedule as it runs (H resolved: the one in the status, which the
 operator took from the task's CronJob), its time zone, the next three fires (local and UTC), the last run,
-the counts and the health of its last runs. The text fits a terminal of 80 columns.
+the counts and the health of its last runs. ``history NAME [TASK]``: a mark per fire of the last runs and
+misses. The text fits a terminal of 80 columns.
+
+``run NAME TASK``: a Job now from the task's CronJob, marked manual, its time now to the second (never a
+fire's, so its key is its own). ``rerun NAME TASK --time T``: a Job for fire T (refused, naming the
+nearest fires, when T is not a past fire), carrying T's key. The ledger counts them as manual runs and
+re-runs, never as duplicates. ``--dry-run`` prints the Job instead.
 
 What to show is computed by pure functions of the AppSchedules and ``now`` (``describe``, ``text``); only
 ``main`` reads the cluster and the clock.
@@ -21,18 +27,20 @@ import json
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
 
-from .core import naming
-from .core.schedule import ScheduleError, fires_after, parse
+from .core import keys, naming
+from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire
 
 WIDTH = 80
 NEXT = 3  # fires shown per task
 RECENT = 10  # last runs a task's health is read from (as the RunsHealthy condition)
-COUNTS = ("runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "unkeyed")
+COUNTS = (
+    "runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "manual", "reruns", "unkeyed"
+)  # fmt: skip
 
 
 class PluginError(Exception):
@@ -137,6 +145,8 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
             if counts:
                 shown = ("runs", "missed", "duplicates", "failed", "stuck", "unkeyed")
                 lines.append("    counts    " + "  ".join(f"{k} {counts[k]}" for k in shown))
+                if counts["manual"] or counts["reruns"]:
+                    lines.append(f"    asked     manual {counts['manual']}  reruns {counts['reruns']}")
             lines.append(f"    health    {task.get('health')}")
             upcoming = task.get("next")
             if isinstance(upcoming, str):
@@ -158,6 +168,7 @@ MARKS = {  # one per fire, the first that applies: what went wrong before what w
     "F": "failed",
     "?": "lost (its Job deleted unseen)",
     "D": "duplicated",
+    "R": "run again (rerun)",
     "K": "ran without its key",
     "L": "late",
     "A": "active",
@@ -184,6 +195,7 @@ def _mark(run: Mapping[str, Any], grace: int) -> str:
         "F": state == "Failed",
         "?": state == "Unknown",
         "D": isinstance(run.get("duplicates"), int) and run["duplicates"] > 0,
+        "R": isinstance(run.get("reruns"), int) and run["reruns"] > 0,
         "K": run.get("keyInjected") is False,
         "L": late,
         "A": state == "Active",
@@ -212,7 +224,7 @@ def history(appschedule: Mapping[str, Any], task: str | None = None) -> dict[str
             {
                 "scheduledTime": r["scheduledTime"],
                 "mark": _mark(r, grace),
-                **{k: r[k] for k in ("state", "job", "key", "delaySeconds", "duplicates") if k in r},
+                **{k: r[k] for k in ("state", "job", "key", "delaySeconds", "duplicates", "reruns") if k in r},
             }
             for r in runs
         ]
@@ -234,6 +246,72 @@ def history_text(found: Mapping[str, Any]) -> str:
     for line in lines:
         wrapped.extend(textwrap.wrap(line, WIDTH, subsequent_indent="    ", break_on_hyphens=False) or [""])
     return "\n".join(wrapped) + "\n"
+
+
+def asked_time(kind: str, now: datetime, cronjob: Mapping[str, Any], wanted: datetime | None = None) -> datetime:
+    """The scheduled time of a run asked for. ``manual``: now to the second, never :00, so its key is never
+    a fire's (fires are whole minutes). ``rerun``: ``wanted``, which must be a past fire of the CronJob's
+    schedule (PluginError naming the nearest fires otherwise)."""
+    if kind == "manual":
+        moment = now.astimezone(UTC).replace(microsecond=0)
+        return moment + timedelta(seconds=1) if moment.second == 0 else moment
+    assert wanted is not None
+    spec = _dict(cronjob.get("spec"))
+    zone = str(spec.get("timeZone") or "UTC")
+    try:
+        schedule = parse(str(spec.get("schedule")), zone)
+    except ScheduleError as error:
+        raise PluginError(f"the CronJob's schedule cannot be read: {error}") from None
+    moment = wanted.astimezone(UTC)
+    if next_fire(schedule, moment - timedelta(seconds=1)) != moment:
+        before, after = previous_fire(schedule, moment), next_fire(schedule, moment)
+        nearest = " and ".join(keys.rfc3339(t) for t in (before, after) if t is not None)
+        raise PluginError(
+            f"{keys.rfc3339(moment)} is not a fire of {spec.get('schedule')!r} ({zone}); the nearest: {nearest}"
+        )
+    if moment > now:
+        raise PluginError(f"{keys.rfc3339(moment)} has not fired yet (now {keys.rfc3339(now)})")
+    return moment
+
+
+def job_for(cronjob: Mapping[str, Any], kind: str, scheduled: datetime) -> dict[str, Any]:
+    """The Job a run asked for is: the CronJob's template, as ``kubectl create job --from=cronjob`` makes
+    it (owned by the CronJob), with its kind and its scheduled time; the key webhook keys it from that time."""
+    meta, spec = _dict(cronjob.get("metadata")), _dict(cronjob.get("spec"))
+    template = _dict(spec.get("jobTemplate"))
+    labels = {str(k): str(v) for k, v in _dict(_dict(template.get("metadata")).get("labels")).items()}
+    annotations = {str(k): str(v) for k, v in _dict(_dict(template.get("metadata")).get("annotations")).items()}
+    annotations |= {naming.ANNOTATION_SCHEDULED_TIME: keys.rfc3339(scheduled), naming.ANNOTATION_RUN_KIND: kind}
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "generateName": f"{str(meta.get('name'))[:40]}-{kind}-",
+            "namespace": meta.get("namespace"),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner],
+        },
+        "spec": dict(_dict(template.get("spec"))),
+    }
+
+
+def _time_arg(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise PluginError(f"--time {text!r}: not an RFC 3339 time like 2026-03-07T12:00:00Z") from None
+    if moment.tzinfo is None:
+        raise PluginError(f"--time {text!r}: give a time zone offset or Z")
+    return moment
 
 
 # -- the shell: kubectl's conventions, the cluster, the clock
@@ -258,7 +336,61 @@ def _parser() -> argparse.ArgumentParser:
     past.add_argument("-n", "--namespace", help="namespace (default: the context's)")
     past.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
     past.set_defaults(all_namespaces=False)
+    for kind, help_text in (
+        ("run", "start a task now, with a key of its own"),
+        ("rerun", "run a past fire again, with its key"),
+    ):
+        act = commands.add_parser(kind, parents=[common], help=help_text)
+        act.add_argument("name", help="the AppSchedule")
+        act.add_argument("task", help="the task")
+        if kind == "rerun":
+            act.add_argument(
+                "--time", required=True, help="the fire to run again (RFC 3339), e.g. 2026-03-07T17:00:00Z"
+            )
+        act.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+        act.add_argument("--dry-run", action="store_true", help="print the Job, create nothing")
+        act.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+        act.set_defaults(all_namespaces=False)
     return parser
+
+
+def _act(args: argparse.Namespace, now: datetime) -> int:
+    """run / rerun: a Job from the task's CronJob, marked with its kind; prints what was created."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    cronjob_name = naming.cronjob_name(args.name, args.task)
+    batch = client.BatchV1Api(custom.api_client)
+    try:
+        raw = batch.read_namespaced_cron_job(cronjob_name, namespace, _preload_content=False)
+    except ApiException as error:
+        if error.status == 404:
+            raise PluginError(
+                f'task "{args.task}" of appschedule "{args.name}" has no CronJob ({cronjob_name}) in namespace '
+                f"{namespace}: is the task declared and valid?"
+            ) from None
+        raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
+    cronjob = json.loads(raw.data)
+    kind = "manual" if args.command == "run" else "rerun"
+    scheduled = asked_time(kind, now, cronjob, _time_arg(args.time) if kind == "rerun" else None)
+    body = job_for(cronjob, kind, scheduled)
+    if args.dry_run:
+        _print(body, "yaml" if args.output == "text" else args.output, lambda b: yaml.safe_dump(b, sort_keys=False))
+        return 0
+    try:
+        created = batch.create_namespaced_job(namespace, body, _preload_content=False)
+    except ApiException as error:
+        raise PluginError(f"the API server refused the Job: {error.status} {error.reason}: {error.body}") from None
+    job = json.loads(created.data)
+    key = _dict(_dict(job.get("metadata")).get("annotations")).get(naming.ANNOTATION_IDEMPOTENCY_KEY)
+    if args.output == "text":
+        said = f"job.batch/{job['metadata']['name']} created ({kind}, fire time {keys.rfc3339(scheduled)}, "
+        print(said + (f"key {key})" if key else "NO KEY: the key webhook did not answer)"))
+    else:
+        _print(job, args.output, str)
+    return 0
 
 
 def _api(args: argparse.Namespace) -> tuple[Any, str]:
@@ -309,6 +441,8 @@ def _read(args: argparse.Namespace) -> list[dict[str, Any]]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command in ("run", "rerun"):
+            return _act(args, datetime.now(UTC))
         items = _read(args)
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
@@ -64,3 +65,52 @@ def test_status_and_history_through_kubectl(
     missing = plugin(cluster, "status", "nope", "-n", namespace)
     assert missing.returncode == 1 and missing.stdout == ""
     assert f'appschedules.appschedule.dev "nope" not found in namespace {namespace}' in missing.stderr
+
+
+def test_run_and_rerun_carry_their_keys_and_are_counted_as_what_they_are(
+    cluster: ClusterUnderTest, api: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """A real fire, then `run` (a key of its own) and `rerun` of that fire (its key): counted manual 1 and
+    reruns 1, no duplicate; a time that is not a fire is refused naming the nearest."""
+    world = World(api, namespace)
+    world.deployment()
+    world.appschedule("shop", [task("tick", "* * * * *")])
+
+    def tick() -> dict[str, Any]:
+        found: dict[str, Any] = next(
+            (t for t in (world.get("shop").get("status") or {}).get("tasks") or [] if t["name"] == "tick"), {}
+        )
+        return found
+
+    wait_for(lambda: tick().get("trackingSince"), timeout=30, what="tracking")
+    fired = wait_for(lambda: (tick().get("lastRun") or {}).get("scheduledTime"), timeout=90, what="a fire recorded")
+    jobs = client.BatchV1Api(api)
+
+    def key_of(name: str) -> str:
+        job = jobs.read_namespaced_job(name, namespace)
+        return str((job.metadata.annotations or {}).get("appschedule.dev/idempotency-key"))
+
+    ran = plugin(cluster, "run", "shop", "tick", "-n", namespace)
+    assert ran.returncode == 0 and "(manual, fire time " in ran.stdout, ran.stderr
+    manual_job = ran.stdout.split()[0].removeprefix("job.batch/")
+    assert key_of(manual_job).startswith("tick@") and not key_of(manual_job).endswith(":00Z")  # not a fire's
+
+    again = plugin(cluster, "rerun", "shop", "tick", "--time", fired, "-n", namespace)
+    assert again.returncode == 0, again.stderr
+    rerun_job = again.stdout.split()[0].removeprefix("job.batch/")
+    original = next(j for j in jobs.list_namespaced_job(namespace).items
+                    if (j.metadata.annotations or {}).get("appschedule.dev/scheduled-time") == fired
+                    and "appschedule.dev/run-kind" not in (j.metadata.annotations or {}))  # fmt: skip
+    assert key_of(rerun_job) == key_of(original.metadata.name) == f"tick@{fired}"
+
+    off = fired.replace(":00Z", ":30Z")
+    refused = plugin(cluster, "rerun", "shop", "tick", "--time", off, "-n", namespace)
+    assert (
+        refused.returncode == 1 and f"{off} is not a fire of '* * * * *' (UTC); the nearest: {fired}" in refused.stderr
+    )
+    wait_for(
+        lambda: {k: (tick().get("counts") or {}).get(k) for k in ("manual", "reruns")} == {"manual": 1, "reruns": 1},
+        timeout=30,
+        what="the manual run and the re-run counted",
+    )
+    assert not (tick().get("counts") or {}).get("duplicates")

@@ -516,3 +516,36 @@ def test_a_fire_just_before_a_suspension_waits_for_a_late_job_instead_of_being_m
     status, _ = step(status, suspended, [], T0 + timedelta(seconds=34))
     status, _ = step(status, suspended, [], T0 + timedelta(minutes=3))
     assert counts(status) == {"missed": 1, "skipped": 1}
+
+
+def asked(kind: str, scheduled: datetime, created: datetime, name: str) -> JobView:
+    """A Job made by kubectl appschedule run/rerun: its time in our annotation, its kind, keyed."""
+    made = job(None, created=created, name=name, outcome="Complete")
+    notes = {
+        naming.ANNOTATION_SCHEDULED_TIME: stamp(scheduled),
+        naming.ANNOTATION_IDEMPOTENCY_KEY: keys.key_of("report", scheduled),
+        naming.ANNOTATION_RUN_KIND: kind,
+    }
+    return dataclasses.replace(made, annotations=notes)
+
+
+def test_runs_asked_for_are_counted_as_what_they_are_never_as_duplicates_also_across_restarts() -> None:
+    cfg = config(zone="Europe/Berlin")  # * * * * * in a zone with daylight saving, on its spring-forward day
+    t0 = datetime(2026, 3, 29, 0, 58, tzinfo=UTC)  # 01:58 CET; 02:00 local does not exist, 03:00 CEST follows
+    status = start(cfg, t0 - timedelta(seconds=30))
+    fires = [t0, t0 + timedelta(minutes=1), t0 + timedelta(minutes=2)]
+    jobs = [job(f, outcome="Complete") for f in fires]
+    manual = asked("manual", t0 + timedelta(minutes=1, seconds=17), t0 + timedelta(minutes=1, seconds=17), "m1")
+    rerun = asked("rerun", fires[0], t0 + timedelta(minutes=2, seconds=5), "r1")
+    now = t0 + timedelta(minutes=2, seconds=20)
+    status, result = step(status, cfg, [*jobs, manual, rerun], now)
+    assert counts(status) == {"runs": 3, "succeeded": 3, "manual": 1, "reruns": 1}
+    assert not any(e.reason == "DuplicateRun" for e in result.events)
+    again, _ = step(status, cfg, [*jobs, manual, rerun], now + timedelta(seconds=10))  # a restart sees them again
+    assert counts(again) == counts(status)
+    assert status.recent is not None
+    first = next(r for r in status.recent if r.scheduled_time == stamp(fires[0]))
+    assert first.reruns == 1 and first.duplicates is None  # shown against the fire it ran again
+    plain = job(fires[0], name="by-hand", created=t0 + timedelta(minutes=2, seconds=6))  # no kind: a duplicate
+    dup, _ = step(status, cfg, [*jobs, manual, rerun, plain], now + timedelta(seconds=20))
+    assert counts(dup)["duplicates"] == 1 and counts(dup)["reruns"] == 1

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from appschedule.plugin import describe, history, history_text, text
+from appschedule.plugin import PluginError, asked_time, describe, history, history_text, job_for, text
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # the day before Europe/Berlin springs forward
 
@@ -90,19 +90,67 @@ def test_history_marks_each_fire_oldest_first_what_went_wrong_before_what_went_r
         {"scheduledTime": "2026-03-28T01:29:00Z", "state": "Unknown"},
         {"scheduledTime": "2026-03-28T01:28:00Z", "state": "Failed", "stuck": True},
         {"scheduledTime": "2026-03-28T01:27:00Z", "state": "Succeeded", "delaySeconds": 10},
+        {"scheduledTime": "2026-03-28T01:26:00Z", "state": "Failed", "reruns": 1},
         {"state": "Succeeded"},  # no time: not a fire it can place
     ]
     found = history(obj)
     (nightly,) = found["tasks"]
-    assert [f["mark"] for f in nightly["fires"]] == list(".S?DMLFKA")
+    assert [f["mark"] for f in nightly["fires"]] == list("F.S?DMLFKA")  # a failed fire run again is still F
     shown = history_text(found)
-    assert "  nightly              . S ? D M L F K A    2026-03-28T01:27:00Z .. 01:35:00Z" in shown
-    assert "2026-03-28T01:27:00Z .. 01:35:00Z" in shown
+    assert "  nightly              F . S ? D M L F K A  2026-03-28T01:26:00Z .. 01:35:00Z" in shown
     assert max(len(line) for line in shown.splitlines()) <= 80
     assert history(obj, "report")["tasks"] == [] and history(obj, "nightly")["tasks"] == [nightly]
 
 
 def test_history_of_odd_objects_is_shown_not_raised() -> None:
-    for odd in ({}, {"status": {"tasks": [{"name": "t", "recent": "x"}, 5]}}, {"spec": [], "status": None}):
+    odds: list[dict[str, Any]] = [
+        {},
+        {"status": {"tasks": [{"name": "t", "recent": "x"}, 5]}},
+        {"spec": [], "status": None},
+    ]
+    for odd in odds:
         shown = history_text(history(odd))
         assert max(len(line) for line in shown.splitlines()) <= 80
+
+
+CRONJOB = {
+    "metadata": {"name": "shop-nightly", "namespace": "shop", "uid": "u-1"},
+    "spec": {
+        "schedule": "30 2 * * *",
+        "timeZone": "Europe/Berlin",
+        "jobTemplate": {
+            "metadata": {"labels": {"appschedule.dev/appschedule": "shop", "appschedule.dev/task": "nightly"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "web:1"}]}}},
+        },
+    },
+}
+
+
+def test_a_manual_run_is_now_to_the_second_and_never_a_fires_time() -> None:
+    assert asked_time("manual", datetime(2026, 3, 28, 12, 0, 7, 500, tzinfo=UTC), CRONJOB) == datetime(
+        2026, 3, 28, 12, 0, 7, tzinfo=UTC
+    )
+    assert asked_time("manual", datetime(2026, 3, 28, 12, 0, 0, tzinfo=UTC), CRONJOB).second == 1
+
+
+def test_a_rerun_must_name_a_past_fire_and_is_told_the_nearest_across_daylight_saving() -> None:
+    now = datetime(2026, 3, 31, 12, 0, tzinfo=UTC)
+    fire = datetime(2026, 3, 28, 1, 30, tzinfo=UTC)  # 02:30 CET
+    assert asked_time("rerun", now, CRONJOB, fire) == fire
+    with pytest.raises(PluginError) as wrong:  # 29 March has no 02:30 in Berlin
+        asked_time("rerun", now, CRONJOB, datetime(2026, 3, 29, 0, 30, tzinfo=UTC))
+    assert "is not a fire of '30 2 * * *' (Europe/Berlin); the nearest: 2026-03-28T01:30:00Z and " in str(wrong.value)
+    assert "2026-03-30T00:30:00Z" in str(wrong.value)
+    with pytest.raises(PluginError, match="has not fired yet"):
+        asked_time("rerun", now, CRONJOB, datetime(2026, 4, 1, 0, 30, tzinfo=UTC))
+
+
+def test_the_job_is_the_cronjobs_template_owned_by_it_with_its_kind_and_time() -> None:
+    job = job_for(CRONJOB, "rerun", datetime(2026, 3, 28, 1, 30, tzinfo=UTC))
+    meta = job["metadata"]
+    assert meta["generateName"] == "shop-nightly-rerun-" and meta["namespace"] == "shop"
+    assert meta["labels"]["appschedule.dev/task"] == "nightly"
+    assert meta["annotations"] == {"appschedule.dev/scheduled-time": "2026-03-28T01:30:00Z",
+                                   "appschedule.dev/run-kind": "rerun"}  # fmt: skip
+    assert meta["ownerReferences"][0]["uid"] == "u-1" and meta["ownerReferences"][0]["controller"] is True
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "web:1"

@@ -170,6 +170,8 @@ class Tally:
     skipped: int = 0
     duplicates: int = 0
     stuck: int = 0
+    manual: int = 0
+    reruns: int = 0
     unkeyed: int = 0
 
     @classmethod
@@ -338,6 +340,17 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
         if not injected:
             book.tally.unkeyed += 1
             book.note("KeyNotInjected", f"{job.name} ({key})")
+        kind = job.annotations.get(naming.ANNOTATION_RUN_KIND)
+        if kind in naming.RUN_KINDS:  # asked for: counted as what it is, never as a run or a duplicate
+            if kind == "manual":
+                book.tally.manual += 1
+            else:
+                book.tally.reruns += 1
+                if stamp in recent:
+                    old = recent[stamp]
+                    recent[stamp] = old.model_copy(update={"reruns": (old.reruns or 0) + 1})
+            records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
+            continue
         if stamp in run_times:
             book.tally.duplicates += 1
             book.note("DuplicateRun", f"{job.name} ({key})")

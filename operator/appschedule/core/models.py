@@ -384,6 +384,10 @@ class Counts(Model):
     skipped: int = Field(0, description="Scheduled times skipped for a stated reason (suspended, Forbid).")
     duplicates: int = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
     stuck: int = Field(0, description="Runs still active after activeDeadlineSeconds.")
+    manual: int = Field(0, description="Runs started by hand (kubectl appschedule run), each with a key of its own.")
+    reruns: int = Field(
+        0, description="Fires run again by hand (kubectl appschedule rerun), with the fire's key: not duplicates."
+    )
     unkeyed: int = Field(
         0,
         description="Jobs (runs and duplicates) admitted without their idempotency key: the key webhook did not "
@@ -409,6 +413,7 @@ class RunRecord(Model):
     delay_seconds: int | None = Field(None, description="Seconds from the scheduled time to the Job's creation.")
     attempts: int | None = Field(None, description="Pods started for the run.")
     duplicates: int | None = Field(None, description="Jobs beyond the first for this scheduled time.")
+    reruns: int | None = Field(None, description="Times this fire was run again by hand (kubectl appschedule rerun).")
     stuck: bool | None = Field(None, description="Still active after activeDeadlineSeconds, or stopped for it.")
     key_injected: bool | None = Field(
         None, description="False when the Job was admitted without its key (the webhook did not run)."

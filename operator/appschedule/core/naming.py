@@ -30,6 +30,9 @@ ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
 ANNOTATION_IDEMPOTENCY_KEY = f"{GROUP}/idempotency-key"
 # on a Job the ledger is done with, set in the patch that releases its finalizer: the Job remembers it is filed
 ANNOTATION_FILED = f"{GROUP}/filed"
+# on a Job someone asked for (kubectl appschedule run/rerun): what kind of run it is, counted as such
+ANNOTATION_RUN_KIND = f"{GROUP}/run-kind"
+RUN_KINDS = ("manual", "rerun")  # now, with a key of its own; fire T again, with T's key
 CRONJOB_SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # on every task Job from admission until the ledger has counted it (DESIGN "The ledger")

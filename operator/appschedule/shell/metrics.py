@@ -22,7 +22,7 @@ LABELS = ("namespace", "appschedule", "task")
 RUNS = Counter(
     "appschedule_runs_total",
     "Runs counted by the ledger, by result: started (a scheduled time got a "
-    "Job), succeeded, failed, stuck, late, skipped.",
+    "Job), succeeded, failed, stuck, late, skipped; manual and rerun (runs asked for by hand).",
     [*LABELS, "result"],
     registry=REGISTRY,
 )
@@ -70,6 +70,8 @@ _RESULTS = {
     "stuck": "stuck",
     "late": "late",
     "skipped": "skipped",
+    "manual": "manual",
+    "reruns": "rerun",
 }
 
 
