@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from .core import keys, naming
-from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire
+from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire, repeat_of
 
 WIDTH = 80
 NEXT = 3  # fires shown per task
@@ -263,6 +263,7 @@ def asked_time(kind: str, now: datetime, cronjob: Mapping[str, Any], wanted: dat
     except ScheduleError as error:
         raise PluginError(f"the CronJob's schedule cannot be read: {error}") from None
     moment = wanted.astimezone(UTC)
+    moment = repeat_of(schedule, moment) or moment  # the fall-back repeat of a fire is that fire (its key)
     if next_fire(schedule, moment - timedelta(seconds=1)) != moment:
         before, after = previous_fire(schedule, moment), next_fire(schedule, moment)
         nearest = " and ".join(keys.rfc3339(t) for t in (before, after) if t is not None)
@@ -294,7 +295,7 @@ def job_for(cronjob: Mapping[str, Any], kind: str, scheduled: datetime) -> dict[
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "generateName": f"{str(meta.get('name'))[:40]}-{kind}-",
+            "generateName": f"{str(meta.get('name'))[:40].rstrip('-.')}-{kind}-",
             "namespace": meta.get("namespace"),
             "labels": labels,
             "annotations": annotations,
@@ -358,6 +359,7 @@ def _act(args: argparse.Namespace, now: datetime) -> int:
     """run / rerun: a Job from the task's CronJob, marked with its kind; prints what was created."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
 
     custom, default_namespace = _api(args)
     namespace = args.namespace or default_namespace
@@ -372,6 +374,8 @@ def _act(args: argparse.Namespace, now: datetime) -> int:
                 f"{namespace}: is the task declared and valid?"
             ) from None
         raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
+    except (OSError, HTTPError) as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
     cronjob = json.loads(raw.data)
     kind = "manual" if args.command == "run" else "rerun"
     scheduled = asked_time(kind, now, cronjob, _time_arg(args.time) if kind == "rerun" else None)
@@ -383,6 +387,8 @@ def _act(args: argparse.Namespace, now: datetime) -> int:
         created = batch.create_namespaced_job(namespace, body, _preload_content=False)
     except ApiException as error:
         raise PluginError(f"the API server refused the Job: {error.status} {error.reason}: {error.body}") from None
+    except (OSError, HTTPError) as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
     job = json.loads(created.data)
     key = _dict(_dict(job.get("metadata")).get("annotations")).get(naming.ANNOTATION_IDEMPOTENCY_KEY)
     if args.output == "text":
@@ -394,23 +400,35 @@ def _act(args: argparse.Namespace, now: datetime) -> int:
 
 
 def _api(args: argparse.Namespace) -> tuple[Any, str]:
+    """A client for the context kubectl would use, and that context's namespace (default: default)."""
+    import os
+    from pathlib import Path
+
     from kubernetes import client, config
 
     try:
         api = config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
-        _, active = config.list_kube_config_contexts(config_file=args.kubeconfig)
     except (config.ConfigException, OSError) as error:
         raise PluginError(f"cannot read the kubeconfig: {error}") from None
-    namespace = str(_dict(_dict(active).get("context")).get("namespace") or "default")
-    if args.context:
-        contexts, _ = config.list_kube_config_contexts(config_file=args.kubeconfig)
-        chosen: Mapping[str, Any] = next((c for c in contexts or [] if c.get("name") == args.context), {})
-        namespace = str(_dict(chosen.get("context")).get("namespace") or "default")
-    return client.CustomObjectsApi(api), namespace
+    paths = (
+        [args.kubeconfig] if args.kubeconfig else (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+    )
+    docs = []
+    for path in paths:  # as kubectl merges them: the first file that says wins
+        try:
+            docs.append(_dict(yaml.safe_load(Path(path).expanduser().read_text())))
+        except (OSError, yaml.YAMLError):
+            continue
+    current = args.context or next((str(d["current-context"]) for d in docs if d.get("current-context")), "")
+    chosen = next(
+        (_dict(c.get("context")) for d in docs for c in _list(d.get("contexts")) if _dict(c).get("name") == current), {}
+    )
+    return client.CustomObjectsApi(api), str(chosen.get("namespace") or "default")
 
 
 def _read(args: argparse.Namespace) -> list[dict[str, Any]]:
     from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
 
     custom, default_namespace = _api(args)
     namespace = args.namespace or default_namespace
@@ -430,7 +448,7 @@ def _read(args: argparse.Namespace) -> list[dict[str, Any]]:
                 f'appschedules.appschedule.dev "{args.name}" not found in namespace {namespace}'
             ) from None
         raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
-    except OSError as error:
+    except (OSError, HTTPError) as error:
         raise PluginError(f"cannot reach the API server: {error}") from None
     items = [i for i in found.get("items") or [] if isinstance(i, dict)]
     if not items and args.output == "text":

@@ -148,3 +148,18 @@ def test_next_prints_the_resolved_schedule(capsys: pytest.CaptureFixture[str], t
     resolved = resolve_hashed("H 17 * * 5", hashed_seed("shop", appschedule["metadata"]["name"], "report"))
     out = capsys.readouterr().out
     assert f"report (H 17 * * 5 = {resolved} in shop, Europe/Berlin):" in out
+
+
+def test_a_schedule_without_an_h_item_is_untouched_spaces_and_all_and_h_keeps_the_spacing() -> None:
+    for expression in ("0  9 * * THU", " 0 9 * * THU", "0 9 * * THU ", "0\t9 * * *"):
+        assert resolve_hashed(expression, SEED) == expression
+    assert resolve_hashed("H  9 * * THU", SEED) == "40  9 * * THU"
+
+
+def test_h_in_the_day_of_month_stays_within_days_every_month_has() -> None:
+    with pytest.raises(ScheduleError, match="the range of H must lie within 1-28"):
+        resolve_hashed("0 0 H(28-31) 2 *", SEED)
+    with pytest.raises(ScheduleError, match="the step must be 1 to 28"):
+        resolve_hashed("0 0 H/30 2 *", SEED)
+    for n in range(100):  # valid for every task, whatever its names hash to
+        parse(resolve_hashed("H H H/7 2 *", hashed_seed("ns", "app", f"t{n}")), "Europe/Berlin")

@@ -518,9 +518,9 @@ def test_a_fire_just_before_a_suspension_waits_for_a_late_job_instead_of_being_m
     assert counts(status) == {"missed": 1, "skipped": 1}
 
 
-def asked(kind: str, scheduled: datetime, created: datetime, name: str) -> JobView:
+def asked(kind: str, scheduled: datetime, created: datetime, name: str, *, done: bool = True) -> JobView:
     """A Job made by kubectl appschedule run/rerun: its time in our annotation, its kind, keyed."""
-    made = job(None, created=created, name=name, outcome="Complete")
+    made = job(None, created=created, name=name, outcome="Complete" if done else None)
     notes = {
         naming.ANNOTATION_SCHEDULED_TIME: stamp(scheduled),
         naming.ANNOTATION_IDEMPOTENCY_KEY: keys.key_of("report", scheduled),
@@ -549,3 +549,30 @@ def test_runs_asked_for_are_counted_as_what_they_are_never_as_duplicates_also_ac
     plain = job(fires[0], name="by-hand", created=t0 + timedelta(minutes=2, seconds=6))  # no kind: a duplicate
     dup, _ = step(status, cfg, [*jobs, manual, rerun, plain], now + timedelta(seconds=20))
     assert counts(dup)["duplicates"] == 1 and counts(dup)["reruns"] == 1
+
+
+def test_a_rerun_before_its_fires_own_job_leaves_that_job_the_run_and_a_fire_with_only_a_rerun_missed() -> None:
+    cfg = config()
+    status = start(cfg)
+    rerun = asked("rerun", T0, T0 + timedelta(seconds=20), "r1")  # the controller is late: the rerun comes first
+    status, _ = step(status, cfg, [rerun], T0 + timedelta(seconds=30))
+    own = job(T0, created=T0 + timedelta(seconds=40), outcome="Complete")
+    status, result = step(status, cfg, [rerun, own], T0 + timedelta(seconds=50))
+    assert counts(status) == {"runs": 1, "succeeded": 1, "reruns": 1}
+    assert not any(e.reason == "DuplicateRun" for e in result.events)
+    second = T0 + timedelta(minutes=1)
+    only = asked("rerun", second, second + timedelta(seconds=10), "r2")  # its fire never got a Job of its own
+    status, _ = step(status, cfg, [rerun, own, only], T0 + timedelta(minutes=2, seconds=30))
+    assert counts(status) == {"runs": 1, "succeeded": 1, "reruns": 2, "missed": 1}
+
+
+def test_under_forbid_a_run_asked_for_never_blocks_a_fire_and_its_grace_runs_from_its_creation() -> None:
+    cfg = config(concurrency="Forbid", grace=60)
+    status = start(cfg)
+    manual = asked("manual", T0 + timedelta(seconds=7), T0 + timedelta(seconds=7), "m1", done=False)  # a pod runs
+    status, _ = step(status, cfg, [manual], T0 + timedelta(seconds=30))
+    # a re-run of fire 15:00 made at 15:02:10, its pod not started yet: 20 s into its own grace, not 130 s
+    rerun = dataclasses.replace(asked("rerun", T0, T0 + timedelta(minutes=2, seconds=10), "r1", done=False), active=0)
+    status, result = step(status, cfg, [manual, rerun], T0 + timedelta(minutes=2, seconds=30))
+    assert "RunNotStarted" not in [e.reason for e in result.events]
+    assert counts(status) == {"manual": 1, "reruns": 1, "missed": 2}  # 15:00, 15:01 had no Job: missed, not skipped

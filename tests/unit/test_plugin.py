@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from appschedule.plugin import PluginError, asked_time, describe, history, history_text, job_for, text
+from appschedule.plugin import PluginError, _api, asked_time, describe, history, history_text, job_for, text
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # the day before Europe/Berlin springs forward
 
@@ -113,7 +116,7 @@ def test_history_of_odd_objects_is_shown_not_raised() -> None:
         assert max(len(line) for line in shown.splitlines()) <= 80
 
 
-CRONJOB = {
+CRONJOB: dict[str, Any] = {
     "metadata": {"name": "shop-nightly", "namespace": "shop", "uid": "u-1"},
     "spec": {
         "schedule": "30 2 * * *",
@@ -154,3 +157,30 @@ def test_the_job_is_the_cronjobs_template_owned_by_it_with_its_kind_and_time() -
                                    "appschedule.dev/run-kind": "rerun"}  # fmt: skip
     assert meta["ownerReferences"][0]["uid"] == "u-1" and meta["ownerReferences"][0]["controller"] is True
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "web:1"
+
+
+def test_a_rerun_of_the_fall_back_repeat_is_the_fire_itself_with_its_key() -> None:
+    now = datetime(2026, 10, 26, 12, 0, tzinfo=UTC)
+    first, repeat = datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 25, 1, 30, tzinfo=UTC)
+    assert asked_time("rerun", now, CRONJOB, repeat) == first == asked_time("rerun", now, CRONJOB, first)
+
+
+def test_the_generated_name_is_a_valid_name_whatever_the_cronjob_is_called() -> None:
+    odd = {**CRONJOB, "metadata": {**CRONJOB["metadata"], "name": "a" * 39 + ".b"}}
+    assert (
+        job_for(odd, "manual", datetime(2026, 3, 28, tzinfo=UTC))["metadata"]["generateName"] == "a" * 39 + "-manual-"
+    )
+
+
+def test_the_namespace_is_the_named_contexts_even_without_a_current_one(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "shop", "context": {"cluster": "c", "user": "u", "namespace": "shop"}},
+                     {"name": "plain", "context": {"cluster": "c", "user": "u"}}],
+    }))  # fmt: skip
+    for context, namespace in (("shop", "shop"), ("plain", "default")):
+        args = argparse.Namespace(kubeconfig=str(kubeconfig), context=context)
+        assert _api(args)[1] == namespace

@@ -250,7 +250,9 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     follow(book, seen)
     spans = suspension_spans(base, config, now)
     job_times = (
-        {parse_time(r.scheduled_time) for r in book.records.values()} | {parse_time(t) for t in run_times} | waiting
+        {parse_time(r.scheduled_time) for r in book.records.values() if not r.kind}
+        | {parse_time(t) for t in run_times}
+        | waiting
     )
     known = {t for t in job_times if t is not None}
     blocked = blocked_spans(book, seen, jobs, spans)
@@ -309,11 +311,13 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
     them waits, uncounted but not missed, until one of those is filed. Returns the times that got a run (as
     stored) and the times of the Jobs that wait."""
     config, records, recent = book.config, book.records, book.recent
-    run_times = {r.scheduled_time for r in records.values()} | {
+    run_times = {r.scheduled_time for r in records.values() if not r.kind} | {
         t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
     }
     waiting: set[datetime] = set()
     for name in seen.filed - records.keys():
+        if _asked(seen.by_name[name]):  # a run asked for is never the run of its time
+            continue
         if seen.timed[name].problem is None and seen.timed[name].time >= book.since:
             run_times.add(rfc3339(seen.timed[name].time))
     for job in sorted(seen.by_name.values(), key=lambda j: (j.created, j.name)):
@@ -349,7 +353,7 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
                 if stamp in recent:
                     old = recent[stamp]
                     recent[stamp] = old.model_copy(update={"reruns": (old.reruns or 0) + 1})
-            records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
+            records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created), kind=kind)
             continue
         if stamp in run_times:
             book.tally.duplicates += 1
@@ -468,8 +472,9 @@ def _active(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, 
             book.wake(limit)
     if record.stuck:
         book.problems.append(("StuckRun", f"task {config.task!r}: run {key} is stuck"))
-    if attempts == 0:
-        grace_end = (parse_time(record.scheduled_time) or now) + timedelta(seconds=config.grace)
+    if attempts == 0:  # a run asked for (a re-run of an old fire) has its grace from its creation
+        began = record.active_from if record.kind else record.scheduled_time
+        grace_end = (parse_time(began) or now) + timedelta(seconds=config.grace)
         if now >= grace_end:
             if not record.not_started:
                 book.note(
@@ -524,19 +529,27 @@ def settled_until(config: TaskConfig, checked: datetime, job_times: set[datetime
 Interval = tuple[datetime, datetime]
 
 
+def _asked(job: JobView) -> bool:
+    """A run someone asked for (kubectl appschedule run/rerun), by the kind it carries."""
+    return job.annotations.get(naming.ANNOTATION_RUN_KIND) in naming.RUN_KINDS
+
+
 def blocked_spans(book: Book, seen: Seen, jobs: Sequence[JobView], spans: Sequence[Span]) -> list[Interval]:
     """The spans in which a time without a Job has a stated reason: the CronJob was suspended, or (Forbid)
     a Job of the task was active, also one already gone whose span is not settled yet."""
     now = book.now
     reasons = [(start, end or now) for start, end in spans]
     if book.config.concurrency == "Forbid":
+        # the controller's Forbid sees only the Jobs it made: a run asked for never blocks a fire
         reasons += [
-            (parse_time(j.created) or now, parse_time(j.finish_time) or now) for j in jobs if parse_time(j.created)
+            (parse_time(j.created) or now, parse_time(j.finish_time) or now)
+            for j in jobs
+            if parse_time(j.created) and not _asked(j)
         ]
         reasons += [
             (start, end)
             for r in book.records.values()
-            if r.name not in seen.by_name
+            if r.name not in seen.by_name and not r.kind
             for start, end in [(parse_time(r.active_from), parse_time(r.active_until))]
             if start is not None and end is not None
         ]

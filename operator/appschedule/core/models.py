@@ -431,6 +431,10 @@ class JobRecord(Model):
     run: bool | None = Field(None, description="True for the run of its time, absent for a duplicate.")
     finished: bool | None = Field(None, description="Its outcome is counted.")
     stuck: bool | None = Field(None, description="Counted stuck.")
+    kind: Literal["manual", "rerun"] | None = Field(
+        None,
+        description="A run asked for (kubectl appschedule run/rerun): never the run of its time, never blocks one.",
+    )
     not_started: bool | None = Field(None, description="Reported as not started (no pod).")
     active_from: Time | None = Field(None, description="When the Job was created.")
     active_until: Time | None = Field(

@@ -191,7 +191,8 @@ def _parse_field(text: str, index: int) -> tuple[str, int]:
 
 
 _HASHED = re.compile(r"H(?:\((?P<low>\d{1,2})-(?P<high>\d{1,2})\))?(?:/(?P<step>\d{1,2}))?")
-# H alone in the day-of-month field picks from 1-28, as Jenkins does: a day every month has
+# H in the day-of-month field picks from 1-28, as Jenkins does: a day every month has, so whether a schedule
+# can fire never depends on the names it was hashed from
 _HASH_RANGE = {2: (1, 28)}
 
 
@@ -208,25 +209,21 @@ def resolve_hashed(expression: str, seed: str) -> str:
     be an item of a list (``H,30``). An expression without H is returned unchanged, character for
     character. A malformed H form raises ScheduleError naming the field and the form; the result is
     checked by ``parse`` as any schedule is."""
-    if "H" not in expression or expression.startswith("@") or "TZ" in expression:
-        return expression  # parse explains whatever else is wrong with it
-    fields = expression.split()
-    if len(fields) != 5:
-        return expression  # parse says how many fields it wants
-    out = []
+    parts = re.split(r"(\s+)", expression)  # fields and the spaces between them, kept as they are
+    fields = parts[0::2]
+    if expression.startswith("@") or "TZ" in expression or len(fields) != 5 or "" in fields:
+        return expression  # parse explains whatever is wrong with it
+    if not any(item.startswith("H") for text in fields for item in text.split(",")):
+        return expression  # THU, or an H parse refuses: untouched
     for index, text in enumerate(fields):
-        if "H" not in text:
-            out.append(text)
-            continue
-        items = []
-        for item in text.split(","):
-            items.append(_resolve_item(item, index, seed) if item.startswith("H") else item)
-        out.append(",".join(items))
-    return " ".join(out)
+        items = [_resolve_item(i, index, seed) if i.startswith("H") else i for i in text.split(",")]
+        parts[2 * index] = ",".join(items)
+    return "".join(parts)
 
 
 def _resolve_item(item: str, index: int, seed: str) -> str:
     name, low, high, _ = _FIELDS[index]
+    low, high = _HASH_RANGE.get(index, (low, high))
     where = f"{name} field: {item!r}"
     match = _HASHED.fullmatch(item)
     if match is None:
@@ -238,7 +235,7 @@ def _resolve_item(item: str, index: int, seed: str) -> str:
         if first > last:
             raise ScheduleError(f"{where}: the range of H begins after it ends (H({last}-{first})?)")
     else:
-        first, last = _HASH_RANGE.get(index, (low, high)) if match["step"] is None else (low, high)
+        first, last = low, high
     digest = hashlib.sha256(f"{seed}\x00{index}".encode()).digest()
     value = int.from_bytes(digest[:8], "big")
     if match["step"] is None:
