@@ -82,12 +82,9 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def _parse_time(text: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UserError(f"--after {text!r}: not an RFC 3339 time like 2026-03-07T12:00:00Z") from None
-    if moment.tzinfo is None:
-        raise UserError(f"--after {text!r}: give a time zone offset or Z")
-    return moment
+        return keys.given_time("--after", text)
+    except ValueError as error:
+        raise UserError(str(error)) from None
 
 
 def cmd_next(args: argparse.Namespace) -> int:

@@ -307,12 +307,9 @@ def job_for(cronjob: Mapping[str, Any], kind: str, scheduled: datetime) -> dict[
 
 def _time_arg(text: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise PluginError(f"--time {text!r}: not an RFC 3339 time like 2026-03-07T12:00:00Z") from None
-    if moment.tzinfo is None:
-        raise PluginError(f"--time {text!r}: give a time zone offset or Z")
-    return moment
+        return keys.given_time("--time", text)
+    except ValueError as error:
+        raise PluginError(str(error)) from None
 
 
 # -- the shell: kubectl's conventions, the cluster, the clock

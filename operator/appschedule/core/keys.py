@@ -49,6 +49,17 @@ def parse_time(text: object) -> datetime | None:
     return moment if in_range(moment) else None
 
 
+def given_time(flag: str, text: str) -> datetime:
+    """A time a user gave on a command line (``flag``), RFC 3339 with an offset; ValueError saying what is wrong."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: not an RFC 3339 time like 2026-03-07T12:00:00Z") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{flag} {text!r}: give a time zone offset or Z")
+    return moment
+
+
 def key_of(task: str, scheduled: datetime) -> str:
     return f"{task}@{rfc3339(scheduled)}"
 

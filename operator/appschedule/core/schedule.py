@@ -209,6 +209,8 @@ def resolve_hashed(expression: str, seed: str) -> str:
     be an item of a list (``H,30``). An expression without H is returned unchanged, character for
     character. A malformed H form raises ScheduleError naming the field and the form; the result is
     checked by ``parse`` as any schedule is."""
+    if "H" not in expression:  # every plan renders every task: the common case costs one scan
+        return expression
     parts = re.split(r"(\s+)", expression)  # fields and the spaces between them, kept as they are
     fields = parts[0::2]
     if expression.startswith("@") or "TZ" in expression or len(fields) != 5 or "" in fields:
