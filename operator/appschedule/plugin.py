@@ -16,6 +16,12 @@ fire's, so its key is its own). ``rerun NAME TASK --time T``: a Job for fire T (
 nearest fires, when T is not a past fire), carrying T's key. The ledger counts them as manual runs and
 re-runs, never as duplicates. ``--dry-run`` prints the Job instead.
 
+``backfill NAME TASK --from T1 --to T2 [--parallel K]``: records a backfill in the AppSchedule
+(``spec.backfills``); the operator runs each fire of the range with that fire's key, oldest first, at most
+K at once, and shows the progress in ``status`` and ``kubectl get appschedules -o wide``. More than
+``--max`` fires (default 100; the operator's limit is 1000) is refused; ``--dry-run`` lists the fires.
+``backfill NAME --remove B`` takes backfill B out of the spec: its runs stop and its Jobs are deleted.
+
 What to show is computed by pure functions of the AppSchedules and ``now`` (``describe``, ``text``); only
 ``main`` reads the cluster and the clock.
 """
@@ -32,15 +38,17 @@ from typing import Any
 
 import yaml
 
-from .core import keys, naming
+from .core import keys, naming, runs
 from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire, repeat_of
 
 WIDTH = 80
 NEXT = 3  # fires shown per task
 RECENT = 10  # last runs a task's health is read from (as the RunsHealthy condition)
 COUNTS = (
-    "runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "manual", "reruns", "unkeyed"
+    "runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "manual", "reruns", "backfilled",
+    "caughtUp", "unkeyed"
 )  # fmt: skip
+BACKFILL_MAX = 100  # fires a backfill may have without --max
 
 
 class PluginError(Exception):
@@ -110,6 +118,8 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
                 "declared": name in declared,
             }
         )
+    fields = ("name", "task", "state", "fires", "started", "active", "succeeded", "failed", "next", "message")
+    backfills = [{k: b[k] for k in fields if k in b} for b in _list(status.get("backfills")) if isinstance(b, Mapping)]
     return {
         "namespace": meta.get("namespace"),
         "name": meta.get("name"),
@@ -117,6 +127,7 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         "ready": {k: _dict(conditions.get("Ready")).get(k) for k in ("status", "reason", "message")},
         "runsHealthy": _dict(conditions.get("RunsHealthy")).get("status"),
         "tasks": tasks,
+        "backfills": backfills,
     }
 
 
@@ -145,8 +156,9 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
             if counts:
                 shown = ("runs", "missed", "duplicates", "failed", "stuck", "unkeyed")
                 lines.append("    counts    " + "  ".join(f"{k} {counts[k]}" for k in shown))
-                if counts["manual"] or counts["reruns"]:
-                    lines.append(f"    asked     manual {counts['manual']}  reruns {counts['reruns']}")
+                asked = ("manual", "reruns", "backfilled", "caughtUp")
+                if any(counts[k] for k in asked):
+                    lines.append("    asked     " + "  ".join(f"{k} {counts[k]}" for k in asked))
             lines.append(f"    health    {task.get('health')}")
             upcoming = task.get("next")
             if isinstance(upcoming, str):
@@ -154,6 +166,14 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
             else:
                 for n, fire in enumerate(upcoming or []):
                     lines.append(f"    {'next' if n == 0 else '':10}{fire['local']:<24}{fire['utc']}")
+        for fill in item.get("backfills") or []:
+            said = f"  backfill {fill.get('name')} ({fill.get('task')})  {fill.get('state')}"
+            if fill.get("state") == "Invalid":
+                said += f": {fill.get('message')}"
+            else:
+                said += f"  {fill.get('started', 0)}/{fill.get('fires', 0)} started, {fill.get('active', 0)} active"
+                said += f", {fill.get('succeeded', 0)} succeeded, {fill.get('failed', 0)} failed"
+            lines.append(said)
         lines.append("")
     wrapped: list[str] = []
     for line in lines:
@@ -168,7 +188,8 @@ MARKS = {  # one per fire, the first that applies: what went wrong before what w
     "F": "failed",
     "?": "lost (its Job deleted unseen)",
     "D": "duplicated",
-    "R": "run again (rerun)",
+    "R": "run again (rerun, backfill)",
+    "C": "caught up (started by the operator)",
     "K": "ran without its key",
     "L": "late",
     "A": "active",
@@ -196,6 +217,7 @@ def _mark(run: Mapping[str, Any], grace: int) -> str:
         "?": state == "Unknown",
         "D": isinstance(run.get("duplicates"), int) and run["duplicates"] > 0,
         "R": isinstance(run.get("reruns"), int) and run["reruns"] > 0,
+        "C": run.get("caughtUp") is True and state != "Failed",
         "K": run.get("keyInjected") is False,
         "L": late,
         "A": state == "Active",
@@ -224,7 +246,11 @@ def history(appschedule: Mapping[str, Any], task: str | None = None) -> dict[str
             {
                 "scheduledTime": r["scheduledTime"],
                 "mark": _mark(r, grace),
-                **{k: r[k] for k in ("state", "job", "key", "delaySeconds", "duplicates", "reruns") if k in r},
+                **{
+                    k: r[k]
+                    for k in ("state", "job", "key", "delaySeconds", "duplicates", "reruns", "caughtUp")
+                    if k in r
+                },
             }
             for r in runs
         ]
@@ -278,36 +304,40 @@ def asked_time(kind: str, now: datetime, cronjob: Mapping[str, Any], wanted: dat
 def job_for(cronjob: Mapping[str, Any], kind: str, scheduled: datetime) -> dict[str, Any]:
     """The Job a run asked for is: the CronJob's template, as ``kubectl create job --from=cronjob`` makes
     it (owned by the CronJob), with its kind and its scheduled time; the key webhook keys it from that time."""
-    meta, spec = _dict(cronjob.get("metadata")), _dict(cronjob.get("spec"))
-    template = _dict(spec.get("jobTemplate"))
-    labels = {str(k): str(v) for k, v in _dict(_dict(template.get("metadata")).get("labels")).items()}
-    annotations = {str(k): str(v) for k, v in _dict(_dict(template.get("metadata")).get("annotations")).items()}
-    annotations |= {naming.ANNOTATION_SCHEDULED_TIME: keys.rfc3339(scheduled), naming.ANNOTATION_RUN_KIND: kind}
-    owner = {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "generateName": f"{str(meta.get('name'))[:40].rstrip('-.')}-{kind}-",
-            "namespace": meta.get("namespace"),
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": [owner],
-        },
-        "spec": dict(_dict(template.get("spec"))),
-    }
+    return runs.job_from(cronjob, kind, scheduled)
 
 
-def _time_arg(text: str) -> datetime:
+def backfill_entry(
+    cronjob: Mapping[str, Any], task: str, start: datetime, end: datetime, parallel: int, limit: int, now: datetime,
+    name: str | None = None,
+) -> tuple[dict[str, Any], list[datetime]]:  # fmt: skip
+    """The spec.backfills entry for a range of the task's CronJob's schedule, and its fires; PluginError when
+    the range is empty, in the future, or has more than ``limit`` fires."""
+    spec = _dict(cronjob.get("spec"))
+    zone = str(spec.get("timeZone") or "UTC")
     try:
-        return keys.given_time("--time", text)
+        schedule = parse(str(spec.get("schedule")), zone)
+    except ScheduleError as error:
+        raise PluginError(f"the CronJob's schedule cannot be read: {error}") from None
+    if end < start:
+        raise PluginError(f"--to {keys.rfc3339(end)} is before --from {keys.rfc3339(start)}")
+    if end > now:
+        raise PluginError(f"--to {keys.rfc3339(end)} is in the future (now {keys.rfc3339(now)}): past fires only")
+    try:
+        fires = runs.backfill_fires(schedule, start, end, limit)
+    except ValueError as error:
+        raise PluginError(f"{error} (schedule {spec.get('schedule')!r}, {zone}); raise --max to run them") from None
+    if not fires:
+        raise PluginError(f"no fire of {spec.get('schedule')!r} ({zone}) between {keys.rfc3339(start)} and "
+                          f"{keys.rfc3339(end)}")  # fmt: skip
+    chosen = name or f"{task[:16].rstrip('-')}-{fires[0]:%Y%m%d%H%M}"
+    entry = {"name": chosen, "task": task, "from": keys.rfc3339(start), "to": keys.rfc3339(end), "parallel": parallel}
+    return entry, fires
+
+
+def _time_arg(text: str, flag: str = "--time") -> datetime:
+    try:
+        return keys.given_time(flag, text)
     except ValueError as error:
         raise PluginError(str(error)) from None
 
@@ -334,6 +364,19 @@ def _parser() -> argparse.ArgumentParser:
     past.add_argument("-n", "--namespace", help="namespace (default: the context's)")
     past.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
     past.set_defaults(all_namespaces=False)
+    fill = commands.add_parser("backfill", parents=[common], help="run every fire of a past range, each with its key")
+    fill.add_argument("name", help="the AppSchedule")
+    fill.add_argument("task", nargs="?", help="the task")
+    fill.add_argument("--from", dest="start", help="the first time of the range (RFC 3339), inclusive")
+    fill.add_argument("--to", dest="end", help="the last time of the range (RFC 3339), inclusive")
+    fill.add_argument("--parallel", type=int, default=1, help="runs at once, 1 to 10 (default 1)")
+    fill.add_argument("--max", type=int, default=BACKFILL_MAX, help=f"most fires allowed (default {BACKFILL_MAX})")
+    fill.add_argument("--backfill-name", help="name of the backfill (default: <task>-<first fire>)")
+    fill.add_argument("--remove", metavar="BACKFILL", help="take this backfill out: its runs stop, its Jobs go")
+    fill.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    fill.add_argument("--dry-run", action="store_true", help="list the fires, record nothing")
+    fill.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    fill.set_defaults(all_namespaces=False)
     for kind, help_text in (
         ("run", "start a task now, with a key of its own"),
         ("rerun", "run a past fire again, with its key"),
@@ -352,14 +395,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _act(args: argparse.Namespace, now: datetime) -> int:
-    """run / rerun: a Job from the task's CronJob, marked with its kind; prints what was created."""
+def _cronjob(args: argparse.Namespace, custom: Any, namespace: str) -> dict[str, Any]:
+    """The task's CronJob, as the API server has it."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    custom, default_namespace = _api(args)
-    namespace = args.namespace or default_namespace
     cronjob_name = naming.cronjob_name(args.name, args.task)
     batch = client.BatchV1Api(custom.api_client)
     try:
@@ -373,7 +414,20 @@ def _act(args: argparse.Namespace, now: datetime) -> int:
         raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
     except (OSError, HTTPError) as error:
         raise PluginError(f"cannot reach the API server: {error}") from None
-    cronjob = json.loads(raw.data)
+    found: dict[str, Any] = json.loads(raw.data)
+    return found
+
+
+def _act(args: argparse.Namespace, now: datetime) -> int:
+    """run / rerun: a Job from the task's CronJob, marked with its kind; prints what was created."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    cronjob = _cronjob(args, custom, namespace)
+    batch = client.BatchV1Api(custom.api_client)
     kind = "manual" if args.command == "run" else "rerun"
     scheduled = asked_time(kind, now, cronjob, _time_arg(args.time) if kind == "rerun" else None)
     body = job_for(cronjob, kind, scheduled)
@@ -393,6 +447,79 @@ def _act(args: argparse.Namespace, now: datetime) -> int:
         print(said + (f"key {key})" if key else "NO KEY: the key webhook did not answer)"))
     else:
         _print(job, args.output, str)
+    return 0
+
+
+def _backfill(args: argparse.Namespace, now: datetime) -> int:
+    """backfill: a spec.backfills entry added (or, --remove, taken out) with a JSON patch that first tests the
+    resourceVersion read, so that a concurrent edit is never lost; --dry-run lists the fires."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    where = f'appschedules.appschedule.dev "{args.name}"'
+    try:
+        current = custom.get_namespaced_custom_object(naming.GROUP, naming.VERSION, namespace, naming.PLURAL, args.name)
+    except ApiException as error:
+        if error.status == 404:
+            raise PluginError(f"{where} not found in namespace {namespace}") from None
+        raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
+    except (OSError, HTTPError) as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
+    existing = [b for b in _list(_dict(current.get("spec")).get("backfills")) if isinstance(b, Mapping)]
+    version = str(_dict(current.get("metadata")).get("resourceVersion"))
+    if args.remove:
+        index = next((i for i, b in enumerate(existing) if b.get("name") == args.remove), None)
+        if index is None:
+            raise PluginError(f'{where} has no backfill "{args.remove}"')
+        ops: list[dict[str, Any]] = [{"op": "remove", "path": f"/spec/backfills/{index}"}]
+        said = f"appschedule.appschedule.dev/{args.name} backfill {args.remove} removed (its runs stop, its Jobs go)"
+        entry: dict[str, Any] = {}
+        fires: list[datetime] = []
+    else:
+        if not (args.task and args.start and args.end):
+            raise PluginError("backfill needs TASK, --from and --to (or --remove BACKFILL)")
+        if not 1 <= args.parallel <= 10:
+            raise PluginError(f"--parallel must be 1 to 10 (got {args.parallel})")
+        start, end = _time_arg(args.start, "--from"), _time_arg(args.end, "--to")
+        limit = min(max(1, args.max), 1000)
+        entry, fires = backfill_entry(
+            _cronjob(args, custom, namespace), args.task, start, end, args.parallel, limit, now, args.backfill_name
+        )
+        if any(b.get("name") == entry["name"] for b in existing):
+            raise PluginError(f'{where} has a backfill "{entry["name"]}" already: remove it first '
+                              f"(--remove {entry['name']}) or give --backfill-name")  # fmt: skip
+        path = "/spec/backfills/-" if existing else "/spec/backfills"
+        ops = [{"op": "add", "path": path, "value": entry if existing else [entry]}]
+        span = f"{keys.rfc3339(fires[0])} .. {keys.rfc3339(fires[-1])}"
+        said = f"appschedule.appschedule.dev/{args.name} backfill {entry['name']} requested: {len(fires)} fires of "
+        said += f"task {args.task}, {span}, {args.parallel} at once"
+    if args.dry_run:
+        listed = [{"scheduledTime": keys.rfc3339(t), "key": keys.key_of(args.task, t)} for t in fires]
+        as_text = "".join(f"{f['scheduledTime']}  {f['key']}\n" for f in listed) + f"{len(listed)} fires (dry run)\n"
+        _print({"backfill": entry, "fires": listed}, args.output, lambda _: as_text if fires else said + " (dry run)\n")
+        return 0
+    test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
+    try:
+        custom.api_client.call_api(
+            f"/apis/{naming.GROUP}/{naming.VERSION}/namespaces/{namespace}/{naming.PLURAL}/{args.name}",
+            "PATCH",
+            body=[test, *ops],
+            header_params={"Content-Type": "application/json-patch+json", "Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+    except ApiException as error:
+        if error.status in (409, 422) and "test" in str(error.body):
+            raise PluginError(f"{where} changed while it was read; run the command again") from None
+        raise PluginError(f"the API server refused: {error.status} {error.reason}: {error.body}") from None
+    except (OSError, HTTPError) as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
+    if args.output == "text":
+        print(said)
+    else:
+        _print({"backfill": entry or {"name": args.remove, "removed": True}}, args.output, str)
     return 0
 
 
@@ -458,6 +585,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in ("run", "rerun"):
             return _act(args, datetime.now(UTC))
+        if args.command == "backfill":
+            return _backfill(args, datetime.now(UTC))
         items = _read(args)
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)

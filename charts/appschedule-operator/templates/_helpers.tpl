@@ -101,10 +101,11 @@ namespaceSelector:
 - apiGroups: [batch]
   resources: [cronjobs]
   verbs: [get, list, watch, create, patch, delete]
-# the run ledger reads Jobs and removes its finalizer once a run is recorded
+# the run ledger reads Jobs and removes its finalizer once a run is recorded; the operator starts the runs of
+# backfills and catch-up (create) and deletes those of a backfill removed from its AppSchedule (delete)
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [list, watch, patch]
+  verbs: [list, watch, patch, create, delete]
 # Events on AppSchedules (MissedRun, DuplicateRun, ...)
 - apiGroups: [""]
   resources: [events]

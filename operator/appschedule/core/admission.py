@@ -40,6 +40,7 @@ import jsonpatch  # kopf's own dependency: the JSON patch of a merge
 
 from . import keys, naming
 from .render import render
+from .runs import BackfillRequest
 from .schedule import ScheduleError, parse
 from .status import summarize
 
@@ -111,8 +112,9 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     return {"metadata": metadata, "spec": {"template": {"spec": spec_patch}}}
 
 
-def check_appschedule(appschedule: Mapping[str, Any]) -> str | None:
-    """Why the API server should refuse this AppSchedule (the Ready condition's message), or None."""
+def check_appschedule(appschedule: Mapping[str, Any], now: datetime | None = None) -> str | None:
+    """Why the API server should refuse this AppSchedule (the Ready condition's message), or None. With
+    ``now``, also its backfills: each names a declared task and a range of the past."""
     spec = _dict(appschedule.get("spec"))
     wanted = _dict(spec.get("deploymentRef")).get("container") or "app"
     deployment = {
@@ -120,7 +122,24 @@ def check_appschedule(appschedule: Mapping[str, Any]) -> str | None:
         "spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}},
     }
     errors = render(appschedule, deployment).errors
-    return summarize(errors) if errors else None
+    if errors:
+        return summarize(errors)
+    return _check_backfills(spec, now) if now is not None else None
+
+
+def _check_backfills(spec: Mapping[str, Any], now: datetime) -> str | None:
+    declared = {t.get("name") for t in _list(spec.get("tasks")) if isinstance(t, Mapping)}
+    for index, entry in enumerate(_list(spec.get("backfills"))):
+        request = BackfillRequest.read(entry, index)
+        if request.problem:
+            return request.problem
+        if request.task not in declared:
+            return f"spec.backfills[{index}].task: {request.task!r} is not a task of this AppSchedule"
+        if request.end is not None and request.end > now:
+            return (
+                f"spec.backfills[{index}].to: {keys.rfc3339(request.end)} is in the future; a backfill runs past fires"
+            )
+    return None
 
 
 def spec_changed(operation: str | None, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:

@@ -60,7 +60,17 @@ from typing import Literal
 
 from . import keys, naming
 from .keys import parse_time, rfc3339
-from .models import JOBS_MAX, NAME_MAX, SUSPENSIONS_MAX, Counts, JobRecord, RunRecord, Suspension, TaskStatus
+from .models import (
+    CATCH_UP_MAX,
+    JOBS_MAX,
+    NAME_MAX,
+    SUSPENSIONS_MAX,
+    Counts,
+    JobRecord,
+    RunRecord,
+    Suspension,
+    TaskStatus,
+)
 from .schedule import Schedule, count_fires, earliest, next_fire, previous_fire, repeat_of, repeats_between
 from .view import JobView
 
@@ -88,6 +98,7 @@ class TaskConfig:
     starting_deadline: int | None = 300
     active_deadline: int | None = 3600
     grace: int = 120
+    catch_up: int = 0  # seconds: catchUpWindow (0: off)
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,7 @@ class LedgerUpdate:
     finished: list[tuple[str, float]] = field(default_factory=list)  # (result, seconds) of runs that ended
     wake_at: datetime | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) for RunsHealthy
+    starts: list[datetime] = field(default_factory=list)  # fires missed within catchUpWindow to start now
 
 
 def record_name(name: str) -> str:
@@ -171,6 +183,8 @@ class Tally:
     duplicates: int = 0
     stuck: int = 0
     manual: int = 0
+    backfilled: int = 0
+    caught_up: int = 0
     reruns: int = 0
     unkeyed: int = 0
 
@@ -207,6 +221,8 @@ class Book:
     finished: list[tuple[str, float]] = field(default_factory=list)
     wake_at: datetime | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)
+    catch_up: list[str] = field(default_factory=list)  # fires missed within catchUpWindow, to start, oldest first
+    starts: list[datetime] = field(default_factory=list)
 
     def note(self, reason: LedgerReason, text: str, count: int = 1) -> None:
         self.notes.setdefault(reason, []).append(Note(text, count))
@@ -244,19 +260,21 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         tally=Tally.of(base.counts),
         recent={r.scheduled_time: r for r in base.recent or []},
         records={r.name: r for r in base.jobs or []},
+        catch_up=list(base.catch_up or []) if config.catch_up else [],
     )
     seen = Seen.of(jobs, config)
     run_times, waiting = admit(book, seen)
     follow(book, seen)
     spans = suspension_spans(base, config, now)
     job_times = (
-        {parse_time(r.scheduled_time) for r in book.records.values() if not r.kind}
+        {parse_time(r.scheduled_time) for r in book.records.values() if _stands(r.kind)}
         | {parse_time(t) for t in run_times}
         | waiting
     )
     known = {t for t in job_times if t is not None}
     blocked = blocked_spans(book, seen, jobs, spans)
     settle(book, seen, settled_until(config, book.checked, known, now), known, blocked)
+    catch_up(book, jobs)
     late_since = look_ahead(book, known, blocked)
     ordered = sorted(book.recent.values(), key=lambda r: r.scheduled_time, reverse=True)[:RECENT]
     book.problems += health(config.task, ordered)
@@ -275,6 +293,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
                 if end is None or end > book.checked
             ][-SUSPENSIONS_MAX:]
             or None,
+            "catch_up": book.catch_up or None,
         }
     )
     return LedgerUpdate(
@@ -284,6 +303,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         finished=book.finished,
         wake_at=book.wake_at,
         problems=book.problems,
+        starts=book.starts,
     )
 
 
@@ -311,12 +331,12 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
     them waits, uncounted but not missed, until one of those is filed. Returns the times that got a run (as
     stored) and the times of the Jobs that wait."""
     config, records, recent = book.config, book.records, book.recent
-    run_times = {r.scheduled_time for r in records.values() if not r.kind} | {
+    run_times = {r.scheduled_time for r in records.values() if _stands(r.kind)} | {
         t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
     }
     waiting: set[datetime] = set()
     for name in seen.filed - records.keys():
-        if _asked(seen.by_name[name]):  # a run asked for is never the run of its time
+        if not _stands(seen.by_name[name].annotations.get(naming.ANNOTATION_RUN_KIND)):  # never the run of its time
             continue
         if seen.timed[name].problem is None and seen.timed[name].time >= book.since:
             run_times.add(rfc3339(seen.timed[name].time))
@@ -330,13 +350,16 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
             book.release.append(job.name)
             continue
         scheduled = seen.timed[name].time
-        if scheduled < book.since:  # before tracking began: not counted; let it go when it is done
+        kind = job.annotations.get(naming.ANNOTATION_RUN_KIND)
+        asked = kind in naming.ASKED_KINDS
+        if scheduled < book.since and not asked:  # before tracking began: not counted; let it go when it is done
             if job.finalizer and (job.outcome or job.deleting):
                 book.release.append(job.name)
             continue
         active = sum(1 for r in records.values() if not r.finished)
         if len(records) >= JOBS_MAX or (not (job.outcome or job.deleting) and active >= ACTIVE_MAX):
-            waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
+            if _stands(kind):
+                waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
             continue
         key = keys.key_of(config.task, scheduled)
         stamp = rfc3339(scheduled)
@@ -344,15 +367,16 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
         if not injected:
             book.tally.unkeyed += 1
             book.note("KeyNotInjected", f"{job.name} ({key})")
-        kind = job.annotations.get(naming.ANNOTATION_RUN_KIND)
-        if kind in naming.RUN_KINDS:  # asked for: counted as what it is, never as a run or a duplicate
+        if asked:  # counted as what it is, never as a run or a duplicate; a re-run or backfill shown against its fire
             if kind == "manual":
                 book.tally.manual += 1
-            else:
+            elif kind == "rerun":
                 book.tally.reruns += 1
-                if stamp in recent:
-                    old = recent[stamp]
-                    recent[stamp] = old.model_copy(update={"reruns": (old.reruns or 0) + 1})
+            else:
+                book.tally.backfilled += 1
+            if kind != "manual" and stamp in recent:  # run again: by hand or by a backfill
+                old = recent[stamp]
+                recent[stamp] = old.model_copy(update={"reruns": (old.reruns or 0) + 1})
             records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created), kind=kind)
             continue
         if stamp in run_times:
@@ -366,7 +390,11 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
         created = parse_time(job.created) or book.now
         delay = max(0, int((created - scheduled).total_seconds()))
         book.tally.runs += 1
-        if delay > config.grace:
+        caught_up = kind == "catch-up"
+        if caught_up:  # the run of a fire settled as waiting for it: late by design, not counted late
+            book.tally.caught_up += 1
+            book.catch_up = [t for t in book.catch_up if t != stamp]
+        elif delay > config.grace:
             book.tally.late += 1
         recent[stamp] = RunRecord(
             key=key,
@@ -377,8 +405,15 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
             delay_seconds=delay,
             attempts=0,
             key_injected=None if injected else False,
+            caught_up=True if caught_up else None,
         )
-        records[name] = JobRecord(name=name, scheduled_time=stamp, run=True, active_from=_clean(job.created))
+        records[name] = JobRecord(
+            name=name,
+            scheduled_time=stamp,
+            run=True,
+            active_from=_clean(job.created),
+            kind="catch-up" if caught_up else None,
+        )
         run_times.add(stamp)
     return run_times, waiting
 
@@ -530,8 +565,14 @@ Interval = tuple[datetime, datetime]
 
 
 def _asked(job: JobView) -> bool:
-    """A run someone asked for (kubectl appschedule run/rerun), by the kind it carries."""
+    """A run someone asked for (kubectl appschedule run/rerun/backfill) or the operator started (catch-up), by
+    the kind it carries: the CronJob controller does not see it, so under Forbid it never blocks a fire."""
     return job.annotations.get(naming.ANNOTATION_RUN_KIND) in naming.RUN_KINDS
+
+
+def _stands(kind: str | None) -> bool:
+    """Whether a Job of this kind is the run of its time: one the CronJob controller made, or a catch-up."""
+    return kind not in naming.ASKED_KINDS
 
 
 def blocked_spans(book: Book, seen: Seen, jobs: Sequence[JobView], spans: Sequence[Span]) -> list[Interval]:
@@ -576,6 +617,17 @@ def settle(
     skipped = max(0, min(skipped, empty))
     missed = empty - skipped
     book.tally.skipped += skipped
+    if config.catch_up and missed:  # the newest of them within catchUpWindow wait for the operator to start them
+        window = book.now - timedelta(seconds=config.catch_up)
+        newest = _missed_times(schedule, checked, until, ran, blocked, missed, limit=CATCH_UP_MAX)
+        waiting = [rfc3339(t) for t in newest if t > window]
+        missed -= len(waiting)
+        ran |= {t for t in newest if t > window}
+        book.catch_up = sorted({*book.catch_up, *waiting})
+        overflow = book.catch_up[:-CATCH_UP_MAX]
+        book.catch_up = book.catch_up[-CATCH_UP_MAX:]
+        if overflow:
+            _count_missed(book, [parse_time(t) or book.now for t in overflow])
     book.tally.missed += missed
     if missed:
         times = _missed_times(schedule, checked, until, ran, blocked, missed)
@@ -598,6 +650,55 @@ def settle(
         gone = name not in seen.by_name or (name in seen.filed and record.finished)
         if gone and _settled(record, until, book.now):
             del book.records[name]
+
+
+def _count_missed(book: Book, times: Sequence[datetime]) -> None:
+    """Fires that waited to be caught up and can no longer be (their window passed, or too many wait): missed."""
+    config = book.config
+    book.tally.missed += len(times)
+    for moment in times:
+        stamp = rfc3339(moment)
+        book.recent.setdefault(
+            stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp, state="Missed")
+        )
+    previous = list(book.base.missed_times or [])
+    book.base = book.base.model_copy(
+        update={"missed_times": sorted({*previous, *map(rfc3339, times)}, reverse=True)[:RECENT]}
+    )
+    newest = max(times)
+    book.note(
+        "MissedRun",
+        f"{len(times)} missed, not caught up within catchUpWindow (last {keys.key_of(config.task, newest)})",
+        count=len(times),
+    )
+
+
+def catch_up(book: Book, jobs: Sequence[JobView]) -> None:
+    """The fires missed within catchUpWindow: one whose window has passed is counted missed; the others are
+    started oldest first, respecting concurrencyPolicy: under Forbid and Replace one at a time and only when
+    no run of the task is active (a run is never stopped for an old fire); under Allow all at once. Not while
+    the task is suspended. A fire started here is the run of its time when its Job is admitted."""
+    config, now = book.config, book.now
+    if not book.catch_up:
+        return
+    window = now - timedelta(seconds=config.catch_up)
+    expired = [t for t in book.catch_up if (parse_time(t) or now) <= window]
+    if expired:
+        book.catch_up = [t for t in book.catch_up if t not in expired]
+        _count_missed(book, [parse_time(t) or now for t in expired])
+    if not book.catch_up:
+        return
+    book.wake((parse_time(book.catch_up[0]) or now) + timedelta(seconds=config.catch_up))
+    if config.suspend:
+        return
+    present = {rfc3339(t.time) for t in (job_time(j, config) for j in jobs) if t.problem is None}
+    waiting = [t for t in book.catch_up if t not in present]  # a Job made for it is on its way to admit()
+    if config.concurrency == "Allow":
+        book.starts = [parse_time(t) or now for t in waiting]
+        return
+    if any(not (j.outcome or j.deleting) for j in jobs) or len(waiting) < len(book.catch_up):
+        return  # a run is active: the next one starts when it ends (its Job's events wake the ledger)
+    book.starts = [parse_time(waiting[0]) or now]
 
 
 def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[datetime, datetime]]) -> str | None:
@@ -666,14 +767,15 @@ def _missed_times(
     ran: set[datetime],
     blocked: Sequence[tuple[datetime, datetime]],
     missed: int,
+    limit: int = RECENT,
 ) -> list[datetime]:
-    """The latest (at most 10) missed times in (after, until], newest first, walking back a bounded number
-    of fires."""
+    """The latest (at most ``limit``) missed times in (after, until], newest first, walking back a bounded
+    number of fires."""
     found: list[datetime] = []
     current: datetime | None = until
     walked = 0
     repeats = set(repeats_between(schedule, after, until))
-    while current is not None and current > after and len(found) < min(RECENT, missed) and walked < WALK_LIMIT:
+    while current is not None and current > after and len(found) < min(limit, missed) and walked < WALK_LIMIT:
         if current not in ran and current not in repeats and not _within(current, blocked):
             found.append(current)
         current = previous_fire(schedule, current - timedelta(seconds=1))

@@ -29,6 +29,37 @@ JOBS_MAX = 6  # Jobs a task's ledger remembers in its status; the rest remember 
 NAME_MAX = 63  # a Job's name as the status holds it (a longer one is cut and hashed: ledger.record_name)
 MESSAGE_MAX = 1024
 SUSPENSIONS_MAX = 5
+CATCH_UP_MAX = 10  # fires missed within catchUpWindow a task's status holds to start; older ones are counted missed
+CATCH_UP_WINDOW_MAX = 24 * 3600  # seconds: the longest catchUpWindow
+BACKFILLS_MAX = 10  # backfill requests an AppSchedule holds (spec and status)
+BACKFILL_FIRES_MAX = 1000  # fires one backfill may run
+BACKFILL_PARALLEL_MAX = 10
+DURATION = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
+DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
+
+
+def duration_seconds(text: str | None) -> int:
+    """Seconds of a duration as DURATION allows it (``1h30m``, ``45s``; empty or None: 0)."""
+    total, number = 0, ""
+    for char in text or "":
+        if char.isdigit():
+            number += char
+        elif char in DURATION_UNITS and number:
+            total += int(number) * DURATION_UNITS[char]
+            number = ""
+        else:
+            raise ValueError(f"{text!r} is not a duration like 30m, 2h or 1h30m")
+    if number:
+        raise ValueError(f"{text!r} is not a duration like 30m, 2h or 1h30m (a number needs its unit)")
+    return total
+
+
+def _window(text: str | None) -> str | None:
+    if text is not None and duration_seconds(text) > CATCH_UP_WINDOW_MAX:
+        raise ValueError(f"{text!r} is longer than 24h, the longest catchUpWindow")
+    return text
+
+
 ASCII = r"^[ -~]*$"  # what the operator writes from names, times and keys: one byte a character
 # what the API server would refuse in the CronJob it is written into, refused here already (the webhook and the
 # Ready condition name the field); the CRD's schema cannot say it (int-or-string, map keys)
@@ -127,6 +158,7 @@ DEFAULTS: dict[str, Any] = {
     "missedRunGraceSeconds": 120,
     "successfulJobsHistoryLimit": 3,
     "failedJobsHistoryLimit": 3,
+    "catchUpWindow": "0s",
 }
 """Built-in defaults for task settings (README has the table): spec.defaults and the task override them."""
 
@@ -291,6 +323,17 @@ class TaskSettings(Model):
         None, ge=0, description="Finished successful Jobs kept. Default: 3."
     )
     failed_jobs_history_limit: int | None = Field(None, ge=0, description="Failed Jobs kept. Default: 3.")
+    catch_up_window: Annotated[str | None, AfterValidator(_window)] = Field(
+        None,
+        min_length=2,
+        max_length=16,
+        pattern=DURATION,
+        description="Fires missed within this long (e.g. 30m, 2h, 1h30m; at most 24h) while the CronJob "
+        "controller or the cluster was down are started by the operator, oldest first, each with its own "
+        "idempotency key and respecting concurrencyPolicy, instead of being counted missed (at most 10 per "
+        "task are waiting at a time; older ones are counted missed). Default: 0s (off: Kubernetes starts "
+        "only the most recent missed fire).",
+    )
 
 
 class Task(TaskSettings):
@@ -338,6 +381,26 @@ class Task(TaskSettings):
         return values
 
 
+class Backfill(Model):
+    """A request to run a task's past fires (kubectl appschedule backfill)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=30,
+        pattern=naming.DNS_LABEL.pattern,
+        description="Name of the backfill: a DNS label of at most 30 characters, unique in this AppSchedule. "
+        "Part of its Jobs' names; removing the entry stops its runs and deletes its Jobs.",
+    )
+    task: str = Field(
+        min_length=1, max_length=naming.TASK_NAME_MAX, pattern=naming.DNS_LABEL.pattern, description="The task to run."
+    )
+    start: Time = Field(alias="from", description="The first time of the range (RFC 3339), inclusive.")
+    end: Time = Field(alias="to", description="The last time of the range (RFC 3339), inclusive; not in the future.")
+    parallel: int | None = Field(
+        None, ge=1, le=BACKFILL_PARALLEL_MAX, description="Runs of the backfill active at once, at most 10. Default: 1."
+    )
+
+
 class AppScheduleSpec(Model):
     deployment_ref: DeploymentRef = Field(description="The Deployment whose image and settings the tasks run with.")
     time_zone: str | None = Field(
@@ -349,6 +412,14 @@ class AppScheduleSpec(Model):
         min_length=1,
         max_length=100,
         description="The app's scheduled tasks; each becomes one CronJob.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    backfills: list[Backfill] | None = Field(
+        None,
+        max_length=BACKFILLS_MAX,
+        description="Past fires to run (kubectl appschedule backfill): each fire in a range gets one run with "
+        "that fire's idempotency key, oldest first, at most `parallel` at once, at most 1000 fires per backfill. "
+        "Progress is in status.backfills.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
@@ -385,6 +456,12 @@ class Counts(Model):
     duplicates: int = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
     stuck: int = Field(0, description="Runs still active after activeDeadlineSeconds.")
     manual: int = Field(0, description="Runs started by hand (kubectl appschedule run), each with a key of its own.")
+    backfilled: int = Field(
+        0, description="Runs of past fires a backfill started (each with its fire's key): not runs, not duplicates."
+    )
+    caught_up: int = Field(
+        0, description="Of the runs: those the operator started for fires missed within catchUpWindow."
+    )
     reruns: int = Field(
         0, description="Fires run again by hand (kubectl appschedule rerun), with the fire's key: not duplicates."
     )
@@ -413,7 +490,12 @@ class RunRecord(Model):
     delay_seconds: int | None = Field(None, description="Seconds from the scheduled time to the Job's creation.")
     attempts: int | None = Field(None, description="Pods started for the run.")
     duplicates: int | None = Field(None, description="Jobs beyond the first for this scheduled time.")
-    reruns: int | None = Field(None, description="Times this fire was run again by hand (kubectl appschedule rerun).")
+    reruns: int | None = Field(
+        None, description="Times this fire was run again, by hand (kubectl appschedule rerun) or by a backfill."
+    )
+    caught_up: bool | None = Field(
+        None, description="The operator started this run: a fire missed within catchUpWindow."
+    )
     stuck: bool | None = Field(None, description="Still active after activeDeadlineSeconds, or stopped for it.")
     key_injected: bool | None = Field(
         None, description="False when the Job was admitted without its key (the webhook did not run)."
@@ -431,9 +513,11 @@ class JobRecord(Model):
     run: bool | None = Field(None, description="True for the run of its time, absent for a duplicate.")
     finished: bool | None = Field(None, description="Its outcome is counted.")
     stuck: bool | None = Field(None, description="Counted stuck.")
-    kind: Literal["manual", "rerun"] | None = Field(
+    kind: Literal["manual", "rerun", "backfill", "catch-up"] | None = Field(
         None,
-        description="A run asked for (kubectl appschedule run/rerun): never the run of its time, never blocks one.",
+        description="A run asked for (kubectl appschedule run, rerun, backfill: never the run of its time) or "
+        "started by the operator for a fire missed within catchUpWindow (catch-up: the run of its time); the "
+        "CronJob controller does not see them, so none blocks a fire.",
     )
     not_started: bool | None = Field(None, description="Reported as not started (no pod).")
     active_from: Time | None = Field(None, description="When the Job was created.")
@@ -488,10 +572,40 @@ class TaskStatus(Model):
         max_length=SUSPENSIONS_MAX,
         description="Suspended spans whose scheduled times are not all settled yet (the ledger's memory).",
     )
+    catch_up: list[Time] | None = Field(
+        None,
+        max_length=CATCH_UP_MAX,
+        description="Fires missed within catchUpWindow that the operator has yet to start, oldest first (at most "
+        "10); one still waiting when the window has passed is counted missed.",
+    )
+
+
+class BackfillStatus(Model):
+    name: str = Field(max_length=63, pattern=ASCII, description="The backfill's name.")
+    task: str = Field(max_length=63, pattern=ASCII, description="Its task.")
+    state: Literal["Running", "Complete", "Invalid"] = Field(
+        description="Running (fires left or runs active), Complete (every fire ran), or Invalid (see message)."
+    )
+    fires: int | None = Field(None, description="Fires in the range.")
+    started: int | None = Field(None, description="Fires that got their run.")
+    active: int | None = Field(None, description="Runs still active.")
+    succeeded: int | None = Field(None, description="Runs that succeeded.")
+    failed: int | None = Field(None, description="Runs that failed.")
+    next: Time | None = Field(None, description="The next fire to start.")
+    message: str | None = Field(None, max_length=256, pattern=ASCII, description="Why it is Invalid.")
 
 
 class AppScheduleStatus(Model):
     observed_generation: int | None = Field(None, description="The spec generation last reconciled.")
+    backfills: list[BackfillStatus] | None = Field(
+        None,
+        max_length=BACKFILLS_MAX,
+        description="The progress of each backfill in spec.backfills.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    backfill: str | None = Field(
+        None, max_length=64, pattern=ASCII, description="Runs started of the backfills still running, e.g. 4/10."
+    )
     conditions: list[Condition] | None = Field(
         None,
         max_length=4,
@@ -527,6 +641,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Failed", "type": "integer", "jsonPath": ".status.failed"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Image", "type": "string", "jsonPath": ".status.deployment.image", "priority": 1},
+    {"name": "Backfill", "type": "string", "jsonPath": ".status.backfill", "priority": 1},
     {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1},
     {
         "name": "Healthy",

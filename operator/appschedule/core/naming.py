@@ -30,9 +30,14 @@ ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
 ANNOTATION_IDEMPOTENCY_KEY = f"{GROUP}/idempotency-key"
 # on a Job the ledger is done with, set in the patch that releases its finalizer: the Job remembers it is filed
 ANNOTATION_FILED = f"{GROUP}/filed"
-# on a Job someone asked for (kubectl appschedule run/rerun): what kind of run it is, counted as such
+# on a Job someone asked for (kubectl appschedule run/rerun/backfill) or the operator started (catch-up): what
+# kind of run it is, counted as such
 ANNOTATION_RUN_KIND = f"{GROUP}/run-kind"
-RUN_KINDS = ("manual", "rerun")  # now, with a key of its own; fire T again, with T's key
+# now, with a key of its own; fire T again, with T's key; a past fire of a backfill (T's key); a fire missed
+# within catchUpWindow (T's key: the run of its time)
+RUN_KINDS = ("manual", "rerun", "backfill", "catch-up")
+ASKED_KINDS = ("manual", "rerun", "backfill")  # never the run of their time
+ANNOTATION_BACKFILL = f"{GROUP}/backfill"  # on a backfill's Job: the backfill's name
 CRONJOB_SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # on every task Job from admission until the ledger has counted it (DESIGN "The ledger")
@@ -70,3 +75,21 @@ def cronjob_name(appschedule: str, task: str) -> str:
 def labels(appschedule: str, task: str) -> dict[str, str]:
     """Labels on a task's CronJob and, through the job template, on its Jobs and pods."""
     return {MANAGED_BY: MANAGER, LABEL_APPSCHEDULE: appschedule, LABEL_TASK: task}
+
+
+def fire_minutes(moment_timestamp: float) -> int:
+    """Minutes since the epoch: the CronJob controller's suffix for the Job of a fire."""
+    return int(moment_timestamp // 60)
+
+
+def catch_up_job_name(cronjob: str, moment_timestamp: float) -> str:
+    """The Job the operator starts for a fire missed within catchUpWindow: the very name the CronJob controller
+    gives the Job of that fire (``<cronjob>-<minutes>``), so the two can never both run it."""
+    return f"{cronjob}-{fire_minutes(moment_timestamp)}"
+
+
+def backfill_job_name(appschedule: str, backfill: str, task: str, moment_timestamp: float) -> str:
+    """A backfill's Job for one fire: the same name whatever restart creates it (a second create is refused
+    as AlreadyExists), unique in the namespace: ``<appschedule>-<backfill>`` (cut to 38) and a hash of the three."""
+    base = f"{appschedule}-{backfill}"[:38].rstrip("-.")
+    return f"{base}-{short_hash(appschedule, backfill, task, length=5)}-{fire_minutes(moment_timestamp)}"

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import cronjobs, events, keys, ledger, naming, ownership, status
+from . import cronjobs, events, keys, ledger, naming, ownership, runs, status
 from .events import Event
-from .models import DEFAULTS, TaskStatus
+from .models import BACKFILLS_MAX, CATCH_UP_WINDOW_MAX, DEFAULTS, BackfillStatus, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
 from .schedule import ScheduleError, parse
 from .status import StatusWait
@@ -45,6 +45,8 @@ class Plan:
     release: list[str] = field(default_factory=list)  # Jobs whose ledger finalizer goes once status is written
     wake_at: datetime | None = None  # when time alone changes the ledger next
     finished: list[tuple[str, str, float]] = field(default_factory=list)  # (task, result, seconds) of ended runs
+    create: list[Manifest] = field(default_factory=list)  # Jobs to create, in order: catch-ups, then backfills
+    delete_jobs: list[str] = field(default_factory=list)  # Jobs of backfills no longer in the spec
 
 
 def _index(spec: Mapping[str, Any], task: str) -> int:
@@ -119,6 +121,7 @@ def plan(
     now_text = keys.rfc3339(now)
     ready = status.ready_condition(errors, len(desired), view.deployment, view.status, view.generation, now_text)
     runs = _ledgers(world, running, rendered, now, result)
+    backfills = _backfills(world, running, now, result)
     healthy = (
         status.runs_healthy_condition(
             [p for a in runs.values() for p in a.problems], len(runs), view.status, view.generation, now_text
@@ -138,6 +141,7 @@ def plan(
         now=now,
         ledgers={task: a.status for task, a in runs.items()},
         runs_healthy=healthy,
+        backfills=backfills,
     )
     result.status_changed = status.changed(result.status, view.status)
     result.status_wait = status.can_wait(result.status, view.status) if result.status_changed else "now"
@@ -150,15 +154,27 @@ def plan(
     return result
 
 
-def _grace(rendered: Rendered, task: str) -> int:
+def _setting(rendered: Rendered, task: str, name: str) -> Any:
+    """A task's resolved setting that its CronJob does not carry (the grace, the catch-up window)."""
     spec = rendered.spec
     found = next((t for t in spec.tasks if t.name == task), None) if spec is not None else None
-    return (
-        int(found.resolved(spec)["missedRunGraceSeconds"]) if found and spec else int(DEFAULTS["missedRunGraceSeconds"])
-    )
+    return found.resolved(spec)[name] if found and spec else DEFAULTS[name]
 
 
-def task_config(task: str, cronjob: str, spec: Mapping[str, Any], grace: int) -> ledger.TaskConfig | None:
+def _grace(rendered: Rendered, task: str) -> int:
+    return int(_setting(rendered, task, "missedRunGraceSeconds"))
+
+
+def _catch_up(rendered: Rendered, task: str) -> int:
+    try:
+        return min(runs.duration_seconds(str(_setting(rendered, task, "catchUpWindow"))), CATCH_UP_WINDOW_MAX)
+    except ValueError:
+        return 0  # the schema's pattern refuses it; a spec written while the webhook was down runs without
+
+
+def task_config(
+    task: str, cronjob: str, spec: Mapping[str, Any], grace: int, catch_up: int = 0
+) -> ledger.TaskConfig | None:
     """What the ledger counts against: the settings the task's CronJob really runs with."""
     try:
         schedule = parse(str(spec.get("schedule")), str(spec.get("timeZone") or "UTC"))
@@ -174,6 +190,7 @@ def task_config(task: str, cronjob: str, spec: Mapping[str, Any], grace: int) ->
         starting_deadline=spec.get("startingDeadlineSeconds"),
         active_deadline=job.get("activeDeadlineSeconds"),
         grace=grace,
+        catch_up=catch_up,
     )
 
 
@@ -185,7 +202,7 @@ def _ledgers(
     previous = {t.get("name"): t for t in world.appschedule.status.get("tasks") or [] if isinstance(t, Mapping)}
     advanced: dict[str, ledger.LedgerUpdate] = {}
     for task, (cronjob, spec) in running.items():
-        config = task_config(task, cronjob, spec, _grace(rendered, task))
+        config = task_config(task, cronjob, spec, _grace(rendered, task), _catch_up(rendered, task))
         if config is None:
             continue
         try:
@@ -196,12 +213,63 @@ def _ledgers(
         advanced[task] = step
         out.release.extend(step.release)
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)
+        held = world.cronjobs.get(cronjob)
+        if step.starts and held is not None and held.uid:  # catch-up: the CronJob's own Job name for the fire
+            manifest = {"metadata": {"name": cronjob, "namespace": held.namespace, "uid": held.uid}, "spec": spec}
+            out.create.extend(
+                runs.job_from(manifest, "catch-up", moment, name=naming.catch_up_job_name(cronjob, moment.timestamp()))
+                for moment in step.starts
+            )
         if step.wake_at is not None and (out.wake_at is None or step.wake_at < out.wake_at):
             out.wake_at = step.wake_at
     for task, jobs in world.jobs.items():
         if task not in advanced:
             out.release.extend(j.name for j in jobs if j.finalizer and (j.outcome or j.deleting))
     return advanced
+
+
+def _backfills(
+    world: World, running: Mapping[str, tuple[str, Mapping[str, Any]]], now: datetime, out: Plan
+) -> list[BackfillStatus]:
+    """Each backfill's progress, and the Jobs it starts now (owned by the AppSchedule, named by fire); the
+    Jobs of a backfill no longer in the spec are deleted (removing it is how it is stopped)."""
+    view = world.appschedule
+    entries = view.spec.get("backfills")
+    entries = entries[:BACKFILLS_MAX] if isinstance(entries, list) else []
+    owner = {"apiVersion": naming.API_VERSION, "kind": naming.KIND, "name": view.name, "uid": view.uid,
+             "controller": True, "blockOwnerDeletion": False}  # fmt: skip
+    found: list[BackfillStatus] = []
+    names: set[str] = set()
+    for index, entry in enumerate(entries):
+        request = runs.BackfillRequest.read(entry, index)
+        if request.name in names:
+            continue
+        names.add(request.name)
+        cronjob, spec = running.get(request.task, ("", {}))
+        config = task_config(request.task, cronjob, spec, 0) if cronjob else None
+        jobs = world.jobs.get(request.task, ())
+        step = runs.backfill_step(request, config.schedule if config else None, jobs, now)
+        found.append(step.status)
+        manifest = {"metadata": {"name": cronjob, "namespace": view.namespace}, "spec": spec}
+        out.create.extend(
+            runs.job_from(
+                manifest,
+                "backfill",
+                moment,
+                name=naming.backfill_job_name(view.name, request.name, request.task, moment.timestamp()),
+                owner=owner,
+                backfill=request.name,
+            )
+            for moment in step.starts
+        )
+    out.delete_jobs = sorted(
+        j.name
+        for jobs in world.jobs.values()
+        for j in jobs
+        if j.annotations.get(naming.ANNOTATION_BACKFILL) and j.annotations[naming.ANNOTATION_BACKFILL] not in names
+        and not j.deleting
+    )  # fmt: skip
+    return found
 
 
 def _conflicting(errors: list[SpecError]) -> dict[str, SpecError]:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .keys import rfc3339
 from .models import MESSAGE_MAX as MESSAGE_MAX
-from .models import STATUS_TASKS_MAX, AppScheduleStatus, Condition, DeploymentStatus, TaskStatus
+from .models import STATUS_TASKS_MAX, AppScheduleStatus, BackfillStatus, Condition, DeploymentStatus, TaskStatus
 from .render import SpecError
 from .schedule import ScheduleError, next_fire, parse
 
@@ -117,6 +117,7 @@ def build(
     now: datetime,
     ledgers: Mapping[str, TaskStatus] | None = None,
     runs_healthy: Condition | None = None,
+    backfills: Sequence[BackfillStatus] = (),
 ) -> dict[str, Any]:
     """The whole status. ``ledgers`` are the tasks' entries as the ledger advanced them; a task the
     ledger did not look at keeps its ledger fields as they were."""
@@ -153,9 +154,19 @@ def build(
         next_run_time=rfc3339(min(upcoming)) if upcoming else None,
         **_totals(tasks, old),
         tasks=tasks,
+        backfills=list(backfills) or None,
+        backfill=_backfill_summary(backfills),
     )
     dumped: dict[str, Any] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
     return dumped
+
+
+def _backfill_summary(backfills: Sequence[BackfillStatus]) -> str | None:
+    """For the Backfill printer column: fires started of those in the running backfills, e.g. 4/10."""
+    running = [b for b in backfills if b.state == "Running"]
+    if not running:
+        return None
+    return f"{sum(b.started or 0 for b in running)}/{sum(b.fires or 0 for b in running)}"
 
 
 def _totals(tasks: Sequence[TaskStatus], old: Mapping[str, Any]) -> dict[str, Any]:

@@ -190,6 +190,36 @@ class Cluster:
                 if error.status not in (404, 409):
                     raise
 
+    def create_job(self, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Create a Job the operator starts (a catch-up, a backfill's run); None when one of that name exists
+        already (an earlier leader made it, or the CronJob controller made the fire's own)."""
+        self._write()
+        namespace = str(manifest["metadata"]["namespace"])
+        with self._call(namespace):
+            try:
+                return self._json(
+                    self.batch.create_namespaced_job(
+                        namespace, manifest, _preload_content=False, _request_timeout=self.timeout
+                    )
+                )
+            except ApiException as error:
+                if error.status == 409:
+                    return None
+                raise
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a backfill's Job (its backfill was removed from the spec), its pods with it."""
+        self._write()
+        options = client.V1DeleteOptions(propagation_policy="Background")
+        with self._call(namespace):
+            try:
+                self.batch.delete_namespaced_job(
+                    name, namespace, body=options, _preload_content=False, _request_timeout=self.timeout
+                )
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+
     def release_job(self, namespace: str, name: str, finalizer: str) -> dict[str, Any] | None:
         """Remove our finalizer from a Job and mark it filed (the ledger is done with it: a status that lists
         only a few Jobs needs the Job to say so), in one patch; None when the Job is gone."""

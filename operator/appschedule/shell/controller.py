@@ -70,10 +70,11 @@ class Outcome:
     status: int = 0
     events: int = 0
     released: int = 0
+    started: int = 0  # Jobs created (catch-ups, backfills) and deleted (of backfills removed)
 
     @property
     def writes(self) -> int:
-        return self.applied + self.deleted + self.status + self.events + self.released
+        return self.applied + self.deleted + self.status + self.events + self.released + self.started
 
 
 class WriteFailed(Exception):
@@ -328,6 +329,7 @@ class Controller:
             await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, name, cronjob.uid)
             outcome.deleted += 1
             self._wake_others(key, self.store.drop_cronjob(cronjob.namespace, name))
+        outcome.started = await self._start(key, decided)  # never waits for the status: a create is idempotent
         appschedule = world.appschedule.as_object()
         metrics.track(key[0], key[1], view.status)
         left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
@@ -400,6 +402,31 @@ class Controller:
         if changed:
             log.info("%s/%s: a Job the watch had not delivered yet was found before counting a missed run", *key)
         return changed
+
+    async def _start(self, key: Key, decided: Plan) -> int:
+        """Create the Jobs the plan starts, in order (oldest fire first); each goes into the view from the
+        create's answer, so the next plan counts it active at once. A Job of that name that exists already is
+        not created twice. A failure stops the rest (they come again on the retry). Then delete the Jobs of
+        backfills that were removed."""
+        done = 0
+        for manifest in decided.create:
+            try:
+                body = await asyncio.to_thread(self.cluster.create_job, manifest)
+            except ApiException as error:
+                if classify(error) == "refused":  # the template itself is refused: say so, do not retry at once
+                    log.warning("%s/%s: the API server refused Job %s: %s", *key, manifest["metadata"]["name"],
+                                message_of(error))  # fmt: skip
+                    break
+                raise
+            done += 1
+            if body is not None:
+                self.store.put_job(project_job(body))
+                log.info("%s/%s: started Job %s (%s)", *key, body["metadata"]["name"],
+                         manifest["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND])  # fmt: skip
+        for name in decided.delete_jobs:
+            await asyncio.to_thread(self.cluster.delete_job, key[0], name)
+            done += 1
+        return done
 
     async def _release(self, namespace: str, jobs: list[str]) -> int:
         """Take our finalizer off Jobs the ledger has recorded (or that nobody can record any more)."""

@@ -282,7 +282,7 @@ async def check_appschedule(
     request = request if isinstance(request, Mapping) else {}
     body = request.get("object")
     body = body if isinstance(body, Mapping) else {}
-    message = admission.check_appschedule(body)
+    message = admission.check_appschedule(body, datetime.now(UTC))
     if message:
         return admission.respond(review, refusal=message, code=422)
     if not admission.spec_changed(request.get("operation"), request.get("oldObject"), body):

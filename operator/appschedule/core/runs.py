@@ -1,0 +1,174 @@
+"""Runs started outside the CronJob controller: by hand (kubectl appschedule run/rerun), by a backfill, and
+by the operator for fires missed within ``catchUpWindow``. Pure: the Job each of them is, and a backfill's
+progress as a function of its request, the task's schedule, the Jobs in the view and ``now``.
+
+Every such Job is the task's CronJob's job template with two annotations: ``appschedule.dev/scheduled-time``
+(the key webhook keys the run from it) and ``appschedule.dev/run-kind`` (the ledger counts it as that kind).
+
+A backfill keeps no progress of its own: its Jobs are named by fire (``naming.backfill_job_name``), owned by
+the AppSchedule (so no CronJob history limit deletes them) and kept until the backfill is removed from the
+spec, so what ran is what the view holds. A create that an earlier leader already made is refused as
+AlreadyExists: a SIGKILL at any point neither loses nor repeats a fire. Fires start oldest first, at most
+``parallel`` at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import keys, naming
+from .keys import parse_time, rfc3339
+from .models import BACKFILL_FIRES_MAX, BackfillStatus, duration_seconds
+
+__all__ = ["duration_seconds"]
+from .schedule import Schedule, next_fire, repeat_of
+from .view import JobView
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def job_from(
+    cronjob: Mapping[str, Any],
+    kind: str,
+    scheduled: datetime,
+    *,
+    name: str | None = None,
+    owner: Mapping[str, Any] | None = None,
+    backfill: str | None = None,
+) -> dict[str, Any]:
+    """The Job of a run started outside the CronJob controller: the CronJob's template, as ``kubectl create job
+    --from=cronjob`` makes it, marked with its kind and scheduled time. Named ``name`` (else generated from
+    the CronJob's) and owned by ``owner`` (else the CronJob, as kubectl does)."""
+    meta, spec = _dict(cronjob.get("metadata")), _dict(cronjob.get("spec"))
+    template = _dict(spec.get("jobTemplate"))
+    labels = {str(k): str(v) for k, v in _dict(_dict(template.get("metadata")).get("labels")).items()}
+    annotations = {str(k): str(v) for k, v in _dict(_dict(template.get("metadata")).get("annotations")).items()}
+    annotations |= {naming.ANNOTATION_SCHEDULED_TIME: keys.rfc3339(scheduled), naming.ANNOTATION_RUN_KIND: kind}
+    if backfill:
+        annotations[naming.ANNOTATION_BACKFILL] = backfill
+    reference = dict(
+        owner
+        or {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "name": meta.get("name"),
+            "uid": meta.get("uid"),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    )
+    metadata: dict[str, Any] = {
+        "namespace": meta.get("namespace"),
+        "labels": labels,
+        "annotations": annotations,
+        "ownerReferences": [reference],
+    }
+    if name:
+        metadata["name"] = name
+    else:
+        metadata["generateName"] = f"{str(meta.get('name'))[:40].rstrip('-.')}-{kind}-"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": dict(_dict(template.get("spec")))}
+
+
+def backfill_fires(
+    schedule: Schedule, start: datetime, end: datetime, limit: int = BACKFILL_FIRES_MAX
+) -> list[datetime]:
+    """The fires in [start, end], oldest first (a DST fall-back's repeat is not a fire of its own: its key is
+    the first one's); ValueError when there are more than ``limit``."""
+    found: list[datetime] = []
+    moment = next_fire(schedule, start.replace(microsecond=0) - timedelta(seconds=1))
+    while moment is not None and moment <= end:
+        if repeat_of(schedule, moment) is None:
+            found.append(moment)
+            if len(found) > limit:
+                raise ValueError(f"more than {limit} fires between {rfc3339(start)} and {rfc3339(end)}")
+        moment = next_fire(schedule, moment)
+    return found
+
+
+@dataclass(frozen=True)
+class BackfillRequest:
+    """One entry of spec.backfills, as read (any field may be wrong: ``problem`` says which)."""
+
+    name: str
+    task: str
+    start: datetime | None
+    end: datetime | None
+    parallel: int
+    problem: str | None = None
+
+    @classmethod
+    def read(cls, entry: Any, index: int) -> BackfillRequest:
+        raw = _dict(entry)
+        name, task = str(raw.get("name") or ""), str(raw.get("task") or "")
+        parallel = raw.get("parallel")
+        parallel = parallel if isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > 0 else 1
+        start = parse_time(raw["from"]) if isinstance(raw.get("from"), str) else None
+        end = parse_time(raw["to"]) if isinstance(raw.get("to"), str) else None
+        where = f"spec.backfills[{index}]"
+        problem = None
+        if not name or not task:
+            problem = f"{where}: name and task are required"
+        elif start is None:
+            problem = f"{where}.from: not an RFC 3339 time: {raw.get('from')!r}"
+        elif end is None:
+            problem = f"{where}.to: not an RFC 3339 time: {raw.get('to')!r}"
+        elif end < start:
+            problem = f"{where}: to ({rfc3339(end)}) is before from ({rfc3339(start)})"
+        return cls(name, task, start, end, min(parallel, 10), problem)
+
+
+@dataclass
+class BackfillStep:
+    status: BackfillStatus
+    starts: list[datetime] = field(default_factory=list)
+
+
+def backfill_step(
+    request: BackfillRequest, schedule: Schedule | None, jobs: Sequence[JobView], now: datetime
+) -> BackfillStep:
+    """A backfill's progress from its Jobs in the view, and the fires to start now: the oldest that have no
+    Job, so that at most ``parallel`` of its runs are active."""
+
+    def invalid(message: str) -> BackfillStep:
+        return BackfillStep(
+            BackfillStatus(name=request.name, task=request.task, state="Invalid", message=message[:512])
+        )
+
+    if request.problem:
+        return invalid(request.problem)
+    if schedule is None:
+        return invalid(f"task {request.task!r} has no CronJob running (is it declared and valid?)")
+    assert request.start is not None and request.end is not None
+    if request.end > now:
+        return invalid(f"to ({rfc3339(request.end)}) is in the future: a backfill runs past fires only")
+    try:
+        fires = backfill_fires(schedule, request.start, request.end)
+    except ValueError as error:
+        return invalid(f"{error}; split the range (at most {BACKFILL_FIRES_MAX} fires per backfill)")
+    mine = [j for j in jobs if j.annotations.get(naming.ANNOTATION_BACKFILL) == request.name]
+    have = {j.annotations.get(naming.ANNOTATION_SCHEDULED_TIME) for j in mine}
+    active = sum(1 for j in mine if not (j.outcome or j.deleting))
+    todo = [t for t in fires if rfc3339(t) not in have]
+    starts = todo[: max(0, request.parallel - active)]
+    started = len(fires) - len(todo)
+    done = not todo and active == 0
+    return BackfillStep(
+        BackfillStatus(
+            name=request.name,
+            task=request.task,
+            state="Complete" if done else "Running",
+            fires=len(fires),
+            started=started,
+            active=active,
+            succeeded=sum(1 for j in mine if j.outcome == "Complete"),
+            failed=sum(1 for j in mine if j.outcome == "Failed"),
+            next=rfc3339(todo[0]) if todo else None,
+        ),
+        starts,
+    )
