@@ -170,10 +170,12 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
             said = f"  backfill {fill.get('name')} ({fill.get('task')})  {fill.get('state')}"
             if fill.get("state") == "Invalid":
                 said += f": {fill.get('message')}"
-            else:
-                said += f"  {fill.get('started', 0)}/{fill.get('fires', 0)} started, {fill.get('active', 0)} active"
-                said += f", {fill.get('succeeded', 0)} succeeded, {fill.get('failed', 0)} failed"
             lines.append(said)
+            if fill.get("state") != "Invalid":
+                progress = (
+                    f"    started {fill.get('started', 0)}/{fill.get('fires', 0)}  active {fill.get('active', 0)}"
+                )
+                lines.append(progress + f"  succeeded {fill.get('succeeded', 0)}  failed {fill.get('failed', 0)}")
         lines.append("")
     wrapped: list[str] = []
     for line in lines:
@@ -502,14 +504,10 @@ def _backfill(args: argparse.Namespace, now: datetime) -> int:
         return 0
     test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
     try:
-        custom.api_client.call_api(
-            f"/apis/{naming.GROUP}/{naming.VERSION}/namespaces/{namespace}/{naming.PLURAL}/{args.name}",
-            "PATCH",
-            body=[test, *ops],
-            header_params={"Content-Type": "application/json-patch+json", "Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-        )
+        custom.patch_namespaced_custom_object(
+            naming.GROUP, naming.VERSION, namespace, naming.PLURAL, args.name, [test, *ops],
+            _content_type="application/json-patch+json",
+        )  # fmt: skip
     except ApiException as error:
         if error.status in (409, 422) and "test" in str(error.body):
             raise PluginError(f"{where} changed while it was read; run the command again") from None

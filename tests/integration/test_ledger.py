@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -280,12 +281,14 @@ def test_an_invalid_appschedule_is_refused_at_apply_naming_task_and_field(
     kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
 
 
-def test_a_controller_outage_across_two_fires_gives_misses_or_a_late_run(
+def test_a_controller_outage_across_three_fires_gives_misses_a_late_run_or_caught_up_runs(
     world: World, cluster: ClusterUnderTest
 ) -> None:
-    """kube-controller-manager down across two fire times: a task whose startingDeadlineSeconds is
-    shorter than the outage misses both; one whose deadline is longer misses the first and runs the
-    second late (the controller only ever starts the most recent missed time)."""
+    """kube-controller-manager down across three fire times: a task whose startingDeadlineSeconds is
+    shorter than the outage misses all three; one whose deadline is longer misses the first two and runs the
+    third late (the controller only ever starts the most recent missed time); one with a catchUpWindow gets
+    all three run, each with its own fire's key, the missed ones started by the operator oldest first under
+    Forbid (0 missed)."""
     local = cluster.need_local()
     world.deployment()
     boundary = wait_for_boundary(margin=15)
@@ -294,23 +297,41 @@ def test_a_controller_outage_across_two_fires_gives_misses_or_a_late_run(
         [
             task("short", "* * * * *", startingDeadlineSeconds=10),
             task("long", "* * * * *", startingDeadlineSeconds=300, missedRunGraceSeconds=10),
+            task("caught", "* * * * *", catchUpWindow="10m"),
         ],
     )
-    wait_for(lambda: len(world.cronjobs()) == 2, timeout=30, what="2 CronJobs")
-    wait_for(lambda: task_status(world, "shop", "long").get("trackingSince"), timeout=30, what="tracking")
+    wait_for(lambda: len(world.cronjobs()) == 3, timeout=30, what="3 CronJobs")
+    wait_for(lambda: task_status(world, "shop", "caught").get("trackingSince"), timeout=30, what="tracking")
     local.stop("kube-controller-manager")
     try:
-        time.sleep(max(0.0, boundary + 60 + 20 - time.time()))  # the outage itself: two fires go by
+        time.sleep(max(0.0, boundary + 120 + 20 - time.time()))  # the outage itself: three fires go by
     finally:
         local.start("kube-controller-manager")
-    wait_for(lambda: counts(world, "shop", "short").get("missed") == 2, timeout=60, what="2 missed of short")
+    wait_for(lambda: counts(world, "shop", "short").get("missed") == 3, timeout=60, what="3 missed of short")
     wait_for(
-        lambda: counts(world, "shop", "long") == {"runs": 1, "missed": 1, "late": 1, "succeeded": 1},
+        lambda: counts(world, "shop", "long") == {"runs": 1, "missed": 2, "late": 1, "succeeded": 1},
         timeout=60,
-        what="1 missed and 1 late run of long",
+        what="2 missed and 1 late run of long",
     )
     assert "runs" not in counts(world, "shop", "short")
     has_events(world, "MissedRun", "RunLate")
+    wait_for(
+        lambda: (
+            {k: counts(world, "shop", "caught").get(k) for k in ("runs", "succeeded", "missed")}
+            == {"runs": 3, "succeeded": 3, "missed": None}
+        ),
+        timeout=90,
+        what="3 runs of caught, none missed",
+    )
+    assert counts(world, "shop", "caught").get("caughtUp", 0) >= 2 and not task_status(world, "shop", "caught").get(
+        "catchUp"
+    )
+    fires = [boundary + 60 * i for i in range(3)]
+    expected = {f"caught@{datetime.fromtimestamp(round(f), UTC):%Y-%m-%dT%H:%M:%SZ}" for f in fires}
+    made = [j for j in jobs(world) if j["metadata"]["labels"].get(naming.LABEL_TASK) == "caught"]
+    keyed = {(j["metadata"].get("annotations") or {}).get(naming.ANNOTATION_IDEMPOTENCY_KEY) for j in made}
+    assert expected <= keyed, f"the runs of caught carry {keyed}, not every fire's key {expected}"
+    assert not counts(world, "shop", "caught").get("duplicates")
 
 
 def test_release_jobs_lets_go_of_every_held_job(world: World, cluster: ClusterUnderTest) -> None:

@@ -6,11 +6,13 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from appschedule.core import keys
 from appschedule.core.schedule import hashed_seed, resolve_hashed
 from tests.kit.chart import tool
 from tests.kit.wait import wait_for
@@ -114,3 +116,92 @@ def test_run_and_rerun_carry_their_keys_and_are_counted_as_what_they_are(
         what="the manual run and the re-run counted",
     )
     assert not (tick().get("counts") or {}).get("duplicates")
+
+
+def test_backfill_of_ten_fires_two_at_a_time_survives_a_sigkill_of_the_operator(
+    cluster: ClusterUnderTest, api: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """`kubectl appschedule backfill` of 10 past fires with --parallel 2: the operator runs each fire once
+    with that fire's key, oldest first, never more than 2 at once, also across a SIGKILL of the operator
+    halfway; the ledger counts them backfilled (not runs, not duplicates); --remove deletes its Jobs."""
+    world = World(api, namespace)
+    world.deployment()
+    world.appschedule("shop", [task("tick", "*/5 * * * *")])
+    wait_for(lambda: world.cronjobs(), timeout=30, what="the CronJob")
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    first = now - timedelta(hours=2) - timedelta(minutes=now.minute % 5)
+    last = first + timedelta(minutes=45)  # ten fires of */5
+    span = ["--from", keys.rfc3339(first), "--to", keys.rfc3339(last), "-n", namespace]
+
+    listed = plugin(cluster, "backfill", "shop", "tick", *span, "--dry-run")
+    assert listed.returncode == 0, listed.stderr
+    fires = [keys.rfc3339(first + timedelta(minutes=5 * i)) for i in range(10)]
+    assert listed.stdout.splitlines() == [f"{f}  tick@{f}" for f in fires] + ["10 fires (dry run)"]
+    assert "backfills" not in world.get("shop")["spec"]  # a dry run records nothing
+    too_many = plugin(cluster, "backfill", "shop", "tick", *span, "--max", "9")
+    assert too_many.returncode == 1 and "more than 9 fires" in too_many.stderr and "--max" in too_many.stderr
+    future = plugin(cluster, "backfill", "shop", "tick", "--from", keys.rfc3339(now), "--to",
+                    keys.rfc3339(now + timedelta(hours=1)), "-n", namespace)  # fmt: skip
+    assert future.returncode == 1 and "is in the future" in future.stderr
+
+    asked = plugin(cluster, "backfill", "shop", "tick", *span, "--parallel", "2", "--backfill-name", "fill")
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.startswith("appschedule.appschedule.dev/shop backfill fill requested: 10 fires of task tick")
+    batch = client.BatchV1Api(api)
+
+    def mine() -> list[client.V1Job]:
+        return [j for j in batch.list_namespaced_job(namespace).items
+                if (j.metadata.annotations or {}).get("appschedule.dev/backfill") == "fill"]  # fmt: skip
+
+    def active(jobs: list[client.V1Job]) -> int:
+        return sum(1 for j in jobs if not any(c.status == "True" and c.type in ("Complete", "Failed")
+                                              for c in (j.status.conditions or [])))  # fmt: skip
+
+    most = 0
+
+    def started(count: int) -> bool:
+        nonlocal most
+        jobs = mine()
+        most = max(most, active(jobs))
+        return len(jobs) >= count
+
+    wait_for(lambda: started(4), timeout=60, what="4 fires of the backfill started", interval=0.1)
+    operator.kill()
+    at_kill = len(mine())
+    assert 4 <= at_kill < 10, f"{at_kill} fires started when the operator was killed: not halfway"
+    operator.start_and_wait()
+    wait_for(lambda: started(10) and active(mine()) == 0, timeout=120, what="all 10 fires run", interval=0.1)
+    assert most <= 2, f"{most} runs of the backfill were active at once (parallel 2)"
+    jobs = mine()
+    times = sorted((j.metadata.annotations or {})["appschedule.dev/scheduled-time"] for j in jobs)
+    assert times == fires  # each fire once
+    assert sorted((j.metadata.annotations or {})["appschedule.dev/idempotency-key"] for j in jobs) == [
+        f"tick@{f}" for f in fires
+    ]
+    assert all(j.metadata.owner_references[0].kind == "AppSchedule" for j in jobs)
+
+    def progress() -> dict[str, Any]:
+        found: dict[str, Any] = next(iter((world.get("shop").get("status") or {}).get("backfills") or []), {})
+        return found
+
+    wait_for(lambda: progress().get("state") == "Complete", timeout=30, what="the backfill Complete")
+    assert {k: progress().get(k) for k in ("fires", "started", "succeeded", "failed")} == {
+        "fires": 10, "started": 10, "succeeded": 10, "failed": 0
+    }  # fmt: skip
+
+    def tick_counts() -> dict[str, Any]:
+        entry: dict[str, Any] = next(
+            (t for t in (world.get("shop").get("status") or {}).get("tasks") or [] if t["name"] == "tick"), {}
+        )
+        return {k: v for k, v in (entry.get("counts") or {}).items() if v}
+
+    wait_for(lambda: tick_counts().get("backfilled") == 10, timeout=30, what="10 backfilled runs counted")
+    assert not {"runs", "duplicates", "missed"} & tick_counts().keys()
+    shown = plugin(cluster, "status", "shop", "-n", namespace)
+    assert "  backfill fill (tick)  Complete\n    started 10/10  active 0  succeeded 10  failed 0\n" in shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+    removed = plugin(cluster, "backfill", "shop", "--remove", "fill", "-n", namespace)
+    assert removed.returncode == 0, removed.stderr
+    wait_for(lambda: not mine(), timeout=30, what="the backfill's Jobs deleted")
+    wait_for(lambda: not (world.get("shop").get("status") or {}).get("backfills"), timeout=30, what="no backfill")

@@ -272,3 +272,23 @@ def test_admission_refuses_a_backfill_of_an_undeclared_task_or_of_the_future() -
     assert "spec.backfills[0].task: 'nope' is not a task" in (admission.check_appschedule(body, T0) or "")
     body["spec"]["backfills"] = [{**fill, "to": stamp(T0 + timedelta(hours=1))}]
     assert "is in the future" in (admission.check_appschedule(body, T0) or "")
+
+
+def test_ten_finished_backfill_runs_are_all_counted_at_once_though_the_status_remembers_six_jobs() -> None:
+    """A finished run asked for blocks no fire: its record goes as soon as its Job says it is filed, so a
+    backfill faster than the schedule's fires is counted without waiting for the next fire to settle."""
+    cfg = config("*/5 * * * *")
+    status = start(cfg, T0 + timedelta(seconds=10))
+    old = [T0 - timedelta(hours=2) + timedelta(minutes=5 * i) for i in range(10)]
+    made = [kinded(job(t, name=f"fill-{i}", created=T0 + timedelta(seconds=20), outcome="Complete"), "backfill",
+                   backfill="f") for i, t in enumerate(old)]  # fmt: skip
+    now = T0 + timedelta(seconds=30)
+    for _ in range(4):  # each step files what the previous released (the shell's patch), as the watch shows it
+        status, result = step(status, cfg, made, now)
+        made = [
+            dataclasses.replace(j, annotations={**j.annotations, naming.ANNOTATION_FILED: "true"}, finalizer=False)
+            if j.name in result.release else j
+            for j in made
+        ]  # fmt: skip
+        now += timedelta(seconds=2)
+    assert counts(status) == {"backfilled": 10} and not status.jobs

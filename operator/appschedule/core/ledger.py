@@ -749,7 +749,11 @@ def health(task: str, recent: Sequence[RunRecord]) -> list[tuple[str, str]]:
 
 
 def _settled(record: JobRecord, checked: datetime, now: datetime) -> bool:
-    """Nothing of this gone Job can matter any more: its time, and the span it was active, are settled."""
+    """Nothing of this gone Job can matter any more: its time, and the span it was active, are settled. A Job
+    started outside the CronJob controller (a kind) blocks no fire, and its time is never settled by it: once
+    it has finished, nothing of it is left."""
+    if record.kind is not None:
+        return bool(record.finished)
     return (parse_time(record.scheduled_time) or now) <= checked and (
         parse_time(record.active_until) or checked
     ) <= checked

@@ -22,7 +22,8 @@ LABELS = ("namespace", "appschedule", "task")
 RUNS = Counter(
     "appschedule_runs_total",
     "Runs counted by the ledger, by result: started (a scheduled time got a "
-    "Job), succeeded, failed, stuck, late, skipped; manual and rerun (runs asked for by hand).",
+    "Job), succeeded, failed, stuck, late, skipped; manual and rerun (runs asked for by hand), backfilled (runs of "
+    "past fires a backfill started), caught_up (of the started: fires missed within catchUpWindow the operator ran).",
     [*LABELS, "result"],
     registry=REGISTRY,
 )
@@ -72,6 +73,8 @@ _RESULTS = {
     "skipped": "skipped",
     "manual": "manual",
     "reruns": "rerun",
+    "backfilled": "backfilled",
+    "caughtUp": "caught_up",
 }
 
 
