@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
+import sys
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from appschedule.core import naming
+from appschedule.core import keys, naming
 from tests.kit import chart
 from tests.kit.chart import Helm, HostedOperator, Kubectl
 from tests.kit.wait import seconds_to_next_minute, wait_for
@@ -26,12 +28,18 @@ from .conftest import Target
 
 RELEASE = "appschedule"
 
-# The real node's test app (busybox): print the key, then claim it in a table on the node. mkdir is atomic,
-# so of two runs with the same key exactly one claims it: what an idempotent task does with its key.
+# The real node's test app (busybox): print the key, then claim it in a table on the node, as the README's
+# claim SQL does. mkdir is atomic, so of two runs with the same key exactly one claims it; a claim whose work
+# never finished (no "done" in it: its run failed) is taken over by the next run of that key; a finished one
+# refuses every later run. /claims/fail-next makes the next run that claims fail before its work is done.
 CLAIM = """
 key="$APPSCHEDULE_IDEMPOTENCY_KEY"
 echo "$key"
-if mkdir "/claims/$key" 2>/dev/null; then verdict=claimed; else verdict=refused; fi
+if mkdir "/claims/$key" 2>/dev/null; then verdict=claimed
+elif [ ! -e "/claims/$key/done" ]; then verdict=took-over
+else echo "$key refused $(hostname)" >> /claims/table; exit 0; fi
+if rm /claims/fail-next 2>/dev/null; then echo "$key failed $(hostname)" >> /claims/table; exit 1; fi
+touch "/claims/$key/done"
 echo "$key $verdict $(hostname)" >> /claims/table
 """
 
@@ -147,6 +155,8 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
 
         if target.image:  # two replicas through restarts: every run keeps its key
             _through_the_operators_restarts(kubectl, ops, app, target.audit)
+        if target.image and target.testapp:  # kubectl appschedule rerun: a fire whose run failed is done once
+            _rerun_takes_over_an_unfinished_claim(kubectl, target.kubeconfig, app, claims, last["scheduledTime"])
 
         # uninstall: the pre-delete hook releases the Jobs; nothing of the release stays but the kept CRD
         manifest = helm("get", "manifest", RELEASE, "-n", ops).stdout
@@ -205,6 +215,48 @@ def _duplicate_of(job: dict[str, Any]) -> dict[str, Any]:
         },
         "spec": {**spec, "template": template},
     }
+
+
+def _rerun_takes_over_an_unfinished_claim(
+    kubectl: Kubectl, kubeconfig: Path, app: str, claims: Path, fired: str
+) -> None:
+    """An hour before a recorded fire, a fire that never ran: its first attempt (a rerun, with that fire's key)
+    claims it and fails; `kubectl appschedule rerun` of the fire takes the claim over and does the work; a
+    second rerun is refused by the finished claim. The ledger counts three re-runs and no duplicate."""
+    moment = keys.rfc3339((keys.parse_time(fired) or datetime.now(UTC)) - timedelta(hours=1))
+    key = f"print-key@{moment}"
+    (claims / "fail-next").touch()
+    plugin = Path(sys.executable).parent / "kubectl-appschedule"
+    outcomes = []
+    for _ in range(3):
+        ran = subprocess.run(
+            [str(plugin), "rerun", "shop", "print-key", "--time", moment, "-n", app],
+            env=dict(os.environ, KUBECONFIG=str(kubeconfig)), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert ran.returncode == 0 and f"key {key})" in ran.stdout, ran.stdout + ran.stderr
+        name = ran.stdout.split()[0].removeprefix("job.batch/")
+
+        def ended(job: str = name) -> str | None:
+            got = json.loads(kubectl("get", "job", job, "-n", app, "-o", "json").stdout)
+            done = [c["type"] for c in got.get("status", {}).get("conditions") or []
+                    if c["type"] in ("Complete", "Failed") and c["status"] == "True"]  # fmt: skip
+            return done[0] if done else None
+
+        outcomes.append(wait_for(ended, timeout=120, what=f"the rerun {name} of {moment}"))
+    rows = [line.split() for line in (claims / "table").read_text().splitlines()]
+    verdicts = [row[1] for row in rows if row[0] == key]
+    print(f"\nclaim table for {key}: {verdicts}; the three runs: {outcomes}")
+    assert verdicts == ["failed", "took-over", "refused"] and outcomes == ["Failed", "Complete", "Complete"], rows
+    assert (claims / key / "done").exists()
+
+    def tally() -> dict[str, Any]:
+        status = json.loads(kubectl("get", "appschedule", "shop", "-n", app, "-o", "json").stdout).get("status")
+        counts: dict[str, Any] = ((status or {}).get("tasks") or [{}])[0].get("counts") or {}
+        return counts
+
+    before = tally().get("duplicates", 0)
+    wait_for(lambda: tally().get("reruns", 0) >= 3, timeout=60, what="three re-runs counted")
+    assert tally().get("duplicates", 0) == before
 
 
 def _lease(kubectl: Kubectl, ops: str) -> dict[str, Any]:

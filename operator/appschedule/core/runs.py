@@ -14,6 +14,7 @@ AlreadyExists: a SIGKILL at any point neither loses nor repeats a fire. Fires st
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -79,16 +80,25 @@ def backfill_fires(
     schedule: Schedule, start: datetime, end: datetime, limit: int = BACKFILL_FIRES_MAX
 ) -> list[datetime]:
     """The fires in [start, end], oldest first (a DST fall-back's repeat is not a fire of its own: its key is
-    the first one's); ValueError when there are more than ``limit``."""
+    the first one's); ValueError when there are more than ``limit``. Remembered for the last 64 ranges: every
+    plan of an AppSchedule with a backfill asks again."""
+    found = _fires(schedule, start, end, limit)
+    if isinstance(found, str):
+        raise ValueError(found)
+    return list(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _fires(schedule: Schedule, start: datetime, end: datetime, limit: int) -> tuple[datetime, ...] | str:
     found: list[datetime] = []
     moment = next_fire(schedule, start.replace(microsecond=0) - timedelta(seconds=1))
     while moment is not None and moment <= end:
         if repeat_of(schedule, moment) is None:
             found.append(moment)
             if len(found) > limit:
-                raise ValueError(f"more than {limit} fires between {rfc3339(start)} and {rfc3339(end)}")
+                return f"more than {limit} fires between {rfc3339(start)} and {rfc3339(end)}"
         moment = next_fire(schedule, moment)
-    return found
+    return tuple(found)
 
 
 @dataclass(frozen=True)
