@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import struct
 import subprocess
 import sys
+import termios
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,30 @@ def plugin(cluster: ClusterUnderTest, *args: str) -> subprocess.CompletedProcess
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run([tool("kubectl"), "appschedule", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def in_terminal(cluster: ClusterUnderTest, *args: str) -> str:
+    """kubectl running the plugin in a real terminal of 80 columns and 24 rows (a pty with that window size),
+    as a person would; what the terminal received, its line ends as printed."""
+    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), TERM="xterm", COLUMNS="80", LINES="24")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    process = subprocess.Popen([tool("kubectl"), "appschedule", *args], stdin=slave, stdout=slave, stderr=slave,
+                               env=env, close_fds=True)  # fmt: skip
+    os.close(slave)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(master)
+    assert process.wait(timeout=60) == 0, received.decode(errors="replace")
+    return received.decode().replace("\r\n", "\n")
 
 
 def test_status_and_history_through_kubectl(
@@ -200,6 +227,13 @@ def test_backfill_of_ten_fires_two_at_a_time_survives_a_sigkill_of_the_operator(
     shown = plugin(cluster, "status", "shop", "-n", namespace)
     assert "  backfill fill (tick)  Complete\n    started 10/10  active 0  succeeded 10  failed 0\n" in shown.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+    for shown_in_terminal in (in_terminal(cluster, "status", "shop", "-n", namespace),
+                              in_terminal(cluster, "history", "shop", "-n", namespace)):  # fmt: skip
+        lines = shown_in_terminal.splitlines()
+        assert lines and max(len(line) for line in lines) <= 80, shown_in_terminal  # nothing wraps
+        assert "\x1b" not in shown_in_terminal  # plain text, no escape sequences
+    assert "backfill fill (tick)  Complete" in in_terminal(cluster, "status", "shop", "-n", namespace)
 
     removed = plugin(cluster, "backfill", "shop", "--remove", "fill", "-n", namespace)
     assert removed.returncode == 0, removed.stderr

@@ -11,7 +11,17 @@ from typing import Any
 import pytest
 import yaml
 
-from appschedule.plugin import PluginError, _api, asked_time, describe, history, history_text, job_for, text
+from appschedule.plugin import (
+    PluginError,
+    _api,
+    asked_time,
+    backfill_entry,
+    describe,
+    history,
+    history_text,
+    job_for,
+    text,
+)
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # the day before Europe/Berlin springs forward
 
@@ -184,3 +194,39 @@ def test_the_namespace_is_the_named_contexts_even_without_a_current_one(tmp_path
     for context, namespace in (("shop", "shop"), ("plain", "default")):
         args = argparse.Namespace(kubeconfig=str(kubeconfig), context=context)
         assert _api(args)[1] == namespace
+
+
+def test_a_backfill_lists_the_fires_across_daylight_saving_and_refuses_what_it_cannot_run() -> None:
+    """`30 2 * * *` in Europe/Berlin from 27 to 31 March: no fire on the 29th (02:30 does not exist)."""
+    now = datetime(2026, 4, 1, 12, 0, tzinfo=UTC)
+    start, end = datetime(2026, 3, 27, tzinfo=UTC), datetime(2026, 3, 31, 23, 59, tzinfo=UTC)
+    entry, fires = backfill_entry(CRONJOB, "nightly", start, end, 2, 100, now)
+    assert [f"{f:%d %H:%M}" for f in fires] == ["27 01:30", "28 01:30", "30 00:30", "31 00:30"]
+    assert entry == {"name": "nightly-202603270130", "task": "nightly", "from": "2026-03-27T00:00:00Z",
+                     "to": "2026-03-31T23:59:00Z", "parallel": 2}  # fmt: skip
+    with pytest.raises(PluginError, match=r"more than 3 fires .* raise --max"):
+        backfill_entry(CRONJOB, "nightly", start, end, 1, 3, now)
+    with pytest.raises(PluginError, match="is in the future"):
+        backfill_entry(CRONJOB, "nightly", start, now.replace(day=2), 1, 100, now)
+    with pytest.raises(PluginError, match="is before --from"):
+        backfill_entry(CRONJOB, "nightly", end, start, 1, 100, now)
+    with pytest.raises(PluginError, match="no fire of"):
+        backfill_entry(
+            CRONJOB, "nightly", datetime(2026, 3, 29, tzinfo=UTC), datetime(2026, 3, 29, 12, tzinfo=UTC), 1, 100, now
+        )
+
+
+def test_backfills_and_caught_up_runs_are_shown_in_80_columns() -> None:
+    item = appschedule(backfills=[
+        {"name": "b" * 30, "task": "n" * 63, "state": "Running", "fires": 1000, "started": 999, "active": 10,
+         "succeeded": 988, "failed": 1, "next": "2026-03-28T01:30:00Z"},
+        {"name": "odd", "task": "nightly", "state": "Invalid", "message": "x " * 128},
+    ])  # fmt: skip
+    item["status"]["tasks"][0]["counts"] |= {"backfilled": 3, "caughtUp": 2}
+    item["status"]["tasks"][0]["recent"].append({"state": "Succeeded", "caughtUp": True, "scheduledTime": "z"})
+    shown = text([describe(item, NOW)])
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    assert "    asked     manual 0  reruns 0  backfilled 3  caughtUp 2" in shown
+    assert "    started 999/1000  active 10  succeeded 988  failed 1" in shown
+    assert "  backfill odd (nightly)  Invalid: x x" in shown
+    assert history(item)["tasks"][0]["fires"][-1]["mark"] == "C"
