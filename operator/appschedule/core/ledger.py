@@ -631,15 +631,7 @@ def settle(
     book.tally.missed += missed
     if missed:
         times = _missed_times(schedule, checked, until, ran, blocked, missed)
-        for moment in times:
-            stamp = rfc3339(moment)
-            book.recent.setdefault(
-                stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp, state="Missed")
-            )
-        previous = list(book.base.missed_times or [])
-        book.base = book.base.model_copy(
-            update={"missed_times": sorted({*previous, *map(rfc3339, times)}, reverse=True)[:RECENT]}
-        )
+        _shown_missed(book, times)
         book.note(
             "MissedRun",
             f"{missed} missed (last {keys.key_of(config.task, times[0] if times else until)})",
@@ -652,19 +644,24 @@ def settle(
             del book.records[name]
 
 
-def _count_missed(book: Book, times: Sequence[datetime]) -> None:
-    """Fires that waited to be caught up and can no longer be (their window passed, or too many wait): missed."""
-    config = book.config
-    book.tally.missed += len(times)
+def _shown_missed(book: Book, times: Sequence[datetime]) -> None:
+    """Missed times in the recent runs and in missedTimes (the last 10 of each)."""
     for moment in times:
         stamp = rfc3339(moment)
         book.recent.setdefault(
-            stamp, RunRecord(key=keys.key_of(config.task, moment), scheduled_time=stamp, state="Missed")
+            stamp, RunRecord(key=keys.key_of(book.config.task, moment), scheduled_time=stamp, state="Missed")
         )
     previous = list(book.base.missed_times or [])
     book.base = book.base.model_copy(
         update={"missed_times": sorted({*previous, *map(rfc3339, times)}, reverse=True)[:RECENT]}
     )
+
+
+def _count_missed(book: Book, times: Sequence[datetime]) -> None:
+    """Fires that waited to be caught up and can no longer be (their window passed, or too many wait): missed."""
+    config = book.config
+    book.tally.missed += len(times)
+    _shown_missed(book, times)
     newest = max(times)
     book.note(
         "MissedRun",
