@@ -8,7 +8,7 @@ CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
-.PHONY: run bench bench-cluster venv crd lock tools node-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run bench bench-cluster venv crd lock tools node-tools prom-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
@@ -25,6 +25,9 @@ tools: venv  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (
 
 node-tools: tools  ## the real node's: Debian's packages (apt-get), kubelet, kube-proxy, CoreDNS, the images it runs
 	$(STEP) node-tools $(CLUSTER) node-tools
+
+prom-tools: venv  ## Prometheus' server and promtool (Debian's package, apt-get when missing): the alerts' and dashboard's tests
+	$(STEP) prom-tools $(CLUSTER) prom-tools
 
 cluster-up: tools  ## start the local control plane (reuses a running one); REAL_NODE=1: a real node instead of kwok's (root)
 	$(CLUSTER) up
@@ -51,7 +54,7 @@ typecheck: venv
 unit: venv  ## APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
 	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit
 
-integration: venv tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
+integration: venv tools prom-tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
 	$(STEP) integration $(BIN)/pytest tests/integration
 
 e2e: venv tools  ## the user's scenario (tests/e2e) against KUBECONFIG, else the local cluster

@@ -81,17 +81,21 @@ PACKAGES = {  # what must exist -> the Debian package that provides it
 }
 
 
-def missing_packages() -> list[str]:
-    return sorted({pkg for path, pkg in PACKAGES.items() if not Path(path).exists()})
+# Prometheus' server and promtool, for the tests of the chart's alerts and dashboard (tests/integration/test_alerts.py)
+PROMETHEUS_PACKAGES = {"/usr/bin/promtool": "prometheus", "/usr/bin/prometheus": "prometheus"}
 
 
-def ensure_packages() -> None:
-    """Install the Debian packages the node needs (apt-get, as root) unless they are all there."""
-    missing = missing_packages()
+def missing_packages(packages: dict[str, str] = PACKAGES) -> list[str]:
+    return sorted({pkg for path, pkg in packages.items() if not Path(path).exists()})
+
+
+def ensure_packages(packages: dict[str, str] = PACKAGES, needed_for: str = "the real node") -> None:
+    """Install the Debian packages (apt-get, as root) unless they are all there."""
+    missing = missing_packages(packages)
     if not missing:
         return
     if os.geteuid() != 0:
-        raise SystemExit(f"the real node needs root to install {' '.join(missing)} and to run containers")
+        raise SystemExit(f"{needed_for} needs root to install {' '.join(missing)} (or install them first)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
     print(f"installing {' '.join(missing)} from Debian's packages ...", flush=True)

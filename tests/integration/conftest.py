@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.kit.chart import Kubectl as Kubectl  # re-exported for the tests
+from tests.kit.chart import Helm  # re-exported for the tests
+from tests.kit.chart import Kubectl as Kubectl
 from tests.kit.operator import Operator
+from tests.kit.prometheus import Prometheus, rules
 from tests.kit.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,6 +125,8 @@ class OperatorProcess(Operator):
 
 _operator: OperatorProcess | None = None
 METRICS_PORT = 36292
+PROMETHEUS_PORT = 36297
+RELEASE_NAMESPACE = "ops"  # the namespace the chart's rules say the operator runs in (its `up` series carry it)
 SESSION_WEBHOOKS = (
     "--webhook-port",
     "36291",
@@ -158,3 +162,17 @@ def no_session_operator() -> Iterator[None]:
     yield
     if running and session:
         session.start_and_wait()
+
+
+@pytest.fixture
+def prometheus_server(cluster: ClusterUnderTest, tmp_path: Path) -> Iterator[Prometheus]:
+    """Prometheus (Debian's server) scraping the session operator's metrics every second, as the chart's
+    ServiceMonitor would (the job name, the namespace label), with the chart's rules (window 5m)."""
+    groups, job = rules(Helm(cluster.kubeconfig), {"window": "5m"})
+    targets = {job: f"127.0.0.1:{METRICS_PORT}"}
+    server = Prometheus(tmp_path / "prometheus", PROMETHEUS_PORT, targets, groups, {"namespace": RELEASE_NAMESPACE})
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -32,3 +32,20 @@ def test_counters_exist_at_zero_before_the_first_event_and_count_from_there() ->
     assert sample("appschedule_runs_total", **labels, result="failed") == 1
     metrics.forget("ns-metrics", "shop", ["report"])
     assert b"ns-metrics" not in generate_latest(metrics.REGISTRY)
+
+
+def test_the_schedule_interval_is_the_gap_after_the_next_fire_across_daylight_saving() -> None:
+    """`30 2 * * *` in Europe/Berlin: its next fire 28 March 02:30 CET is followed by 30 March 02:30 CEST (29
+    March has no 02:30): 47 hours; an hourly task's gap is an hour; an unreadable schedule sets nothing."""
+    labels = {"namespace": "ns-interval", "appschedule": "shop"}
+    berlin = {"timeZone": "Europe/Berlin"}
+    status = {"tasks": [
+        {"name": "nightly", "schedule": "30 2 * * *", "nextRunTime": "2026-03-28T01:30:00Z", **berlin},
+        {"name": "hourly", "schedule": "0 * * * *", "nextRunTime": "2026-03-29T00:00:00Z", **berlin},
+        {"name": "odd", "schedule": "61 * * * *", "nextRunTime": "2026-03-29T00:00:00Z"},
+    ]}  # fmt: skip
+    metrics.record_status("ns-interval", "shop", {}, status)
+    assert sample("appschedule_schedule_interval_seconds", **labels, task="nightly") == 47 * 3600
+    assert sample("appschedule_schedule_interval_seconds", **labels, task="hourly") == 3600
+    assert sample("appschedule_schedule_interval_seconds", **labels, task="odd") is None
+    metrics.forget("ns-interval", "shop", ["nightly", "hourly", "odd"])

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from ..core.keys import parse_time
+from ..core.schedule import ScheduleError, next_fire, parse
 
 REGISTRY = CollectorRegistry()
 LABELS = ("namespace", "appschedule", "task")
@@ -53,6 +55,12 @@ LAST_SUCCESS = Gauge(
     registry=REGISTRY,
 )
 NEXT_RUN = Gauge("appschedule_next_run_timestamp_seconds", "The task's next scheduled time.", LABELS, registry=REGISTRY)
+INTERVAL = Gauge(
+    "appschedule_schedule_interval_seconds",
+    "Seconds from the task's next scheduled time to the one after it: its period, for a regular schedule.",
+    LABELS,
+    registry=REGISTRY,
+)
 RECONCILES = Counter(
     "appschedule_reconciles_total", "Reconciles of AppSchedules, by result.", ["result"], registry=REGISTRY
 )
@@ -120,8 +128,21 @@ def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new:
         upcoming = parse_time(entry.get("nextRunTime"))
         if upcoming is not None:
             NEXT_RUN.labels(*labels).set(upcoming.timestamp())
+            gap = _interval(entry, upcoming)
+            if gap is not None:
+                INTERVAL.labels(*labels).set(gap)
     for task in set(before) - set(_tasks(new)):
         forget(namespace, appschedule, [task])
+
+
+def _interval(entry: Mapping[str, Any], upcoming: datetime) -> float | None:
+    """The task's next fire to the one after, by the schedule its status says it runs (None if unreadable)."""
+    try:
+        schedule = parse(str(entry.get("schedule")), str(entry.get("timeZone") or "UTC"))
+    except ScheduleError:
+        return None
+    after = next_fire(schedule, upcoming)
+    return (after - upcoming).total_seconds() if after is not None else None
 
 
 def record_durations(namespace: str, appschedule: str, finished: Iterable[tuple[str, str, float]]) -> None:
@@ -133,7 +154,7 @@ def forget(namespace: str, appschedule: str, tasks: Iterable[str]) -> None:
     """Drop the series of tasks (or of a whole AppSchedule) that are gone."""
     for task in tasks:
         labels = (namespace, appschedule, task)
-        for metric in (MISSED, DUPLICATES, UNKEYED, LAST_SUCCESS, NEXT_RUN):
+        for metric in (MISSED, DUPLICATES, UNKEYED, LAST_SUCCESS, NEXT_RUN, INTERVAL):
             with contextlib.suppress(KeyError):
                 metric.remove(*labels)
         for metric_with_result in (RUNS, DURATION):
