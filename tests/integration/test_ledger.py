@@ -325,7 +325,7 @@ def test_a_controller_outage_across_three_fires_gives_misses_a_late_run_or_caugh
         return [states.get(f) for f in fires]
 
     wait_for(lambda: ended("short") == ["Missed"] * 3, timeout=60, what="the 3 fires of short missed")
-    assert counts(world, "shop", "short").get("missed") == 3
+    assert counts(world, "shop", "short").get("missed", 0) >= 3  # a fire after it can miss its 10 s too
     wait_for(lambda: ended("long") == ["Missed", "Missed", "Succeeded"], timeout=60, what="long: 2 missed, 1 run")
     assert {k: counts(world, "shop", "long").get(k) for k in ("missed", "late")} == {"missed": 2, "late": 1}
     has_events(world, "MissedRun", "RunLate")
@@ -352,22 +352,28 @@ def _alerts_and_dashboard(world: World, operator: OperatorProcess, server: Prome
     wait_for(lambda: "AppScheduleMissedRun" in {a["labels"]["alertname"] for a in firing("long")}, timeout=30,
              what="AppScheduleMissedRun firing for long")  # fmt: skip
     (alert,) = firing("short")
-    assert float(alert["value"]) >= 3 and alert["labels"]["appschedule"] == "shop", alert
+    assert float(alert["value"]) >= 1 and alert["labels"]["appschedule"] == "shop", alert  # increase(): estimated
+    missed = f'appschedule_missed_runs_total{{namespace="{namespace}", task="short"}}'
+    wait_for(lambda: [float(r["value"][1]) for r in server.query(missed)["result"]]
+             == [float(counts(world, "shop", "short")["missed"])], timeout=15,
+             what="Prometheus reading the misses of short the ledger counted")  # fmt: skip
     assert not [a for a in server.alerts() if a["labels"].get("namespace") == namespace
                 and a["labels"].get("task") == "caught"], "an alert for the task that caught up"  # fmt: skip
 
-    # every panel of the dashboard, its variables as Grafana would fill them for this AppSchedule
+    # every panel of the dashboard, its variables as Grafana would fill them for this AppSchedule; a series
+    # that appeared a moment ago (a run that just ended) needs a few scrapes before a rate over it has points
     variables = {"namespace": namespace, "appschedule": "shop", "__interval": "1m", "__rate_interval": "1m"}
-    end = time.time()
     for title, kind, expr in prometheus.dashboard_queries(variables):
-        if kind == "table":
-            found = server.query(expr)
-            assert found["resultType"] == "vector" and found["result"], f"{title}: no data for {expr}"
-        else:
-            found = server.query_range(expr, began, end, 5)
-            assert found["resultType"] == "matrix" and found["result"], f"{title}: no data for {expr}"
+
+        def answered(kind: str = kind, expr: str = expr) -> bool:
+            if kind == "table":  # a value per task
+                found = server.query(expr)
+                return found["resultType"] == "vector" and bool(found["result"])
+            found = server.query_range(expr, began, time.time(), 5)  # a time series per task
             values = [float(v) for series in found["result"] for _, v in series["values"]]
-            assert any(v == v for v in values), f"{title}: only NaN for {expr}"  # some point is a number
+            return found["resultType"] == "matrix" and any(v == v for v in values)  # some point is a number
+
+        wait_for(answered, timeout=30, what=f"data for the dashboard panel {title!r}: {expr}")
 
     # the scrape as Prometheus' own linter reads it: names, types, units, HELP
     with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as answer:
@@ -376,8 +382,8 @@ def _alerts_and_dashboard(world: World, operator: OperatorProcess, server: Prome
     assert linted.returncode == 0 and not linted.stdout.strip(), linted.stdout + linted.stderr
 
     # an operator restart: its counters start again at 0 (a reset), the alert stays until the window passes
-    missed = f'appschedule_missed_runs_total{{namespace="{namespace}", task="short"}}'
     before = float(server.query(f"increase({missed}[5m])")["result"][0]["value"][1])
+    counted = counts(world, "shop", "short")["missed"]
     operator.stop()
     operator.start_and_wait()
 
@@ -389,7 +395,8 @@ def _alerts_and_dashboard(world: World, operator: OperatorProcess, server: Prome
 
     wait_for(restarted, timeout=60, what="the missed counter of short at 0 again after the restart, a reset")
     after = float(server.query(f"increase({missed}[5m])")["result"][0]["value"][1])
-    assert after <= before + 0.5, f"the restart counted the misses again: increase {before} -> {after}"
+    new = counts(world, "shop", "short")["missed"] - counted  # fires short missed meanwhile (its deadline is 10 s)
+    assert after <= before + new + 0.5, f"the restart counted the misses again: increase {before} -> {after}"
     assert [a["labels"]["alertname"] for a in firing("short")] == ["AppScheduleMissedRun"]
     assert not [a for a in server.alerts() if a["labels"]["alertname"] == "AppScheduleOperatorDown"
                 and a["state"] == "firing"]  # fmt: skip

@@ -71,7 +71,13 @@ class Prometheus:
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
             "rule_files": [str(workdir / "rules.yaml")],
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": [address], "labels": labels or {}}]}
+                # honor_labels: as the chart's ServiceMonitor (honorLabels), so a metric's own namespace label
+                # (the AppSchedule's) is kept, not replaced by the target's (the operator's)
+                {
+                    "job_name": job,
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [address], "labels": labels or {}}],
+                }
                 for job, address in targets.items()
             ],
         }
