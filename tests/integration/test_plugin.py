@@ -178,7 +178,7 @@ def test_backfill_of_ten_fires_two_at_a_time_survives_a_sigkill_of_the_operator(
 
     def mine() -> list[client.V1Job]:
         return [j for j in batch.list_namespaced_job(namespace).items
-                if (j.metadata.annotations or {}).get("appschedule.dev/backfill") == "fill"]  # fmt: skip
+                if str((j.metadata.annotations or {}).get("appschedule.dev/backfill")).startswith("fill.")]  # fmt: skip
 
     def active(jobs: list[client.V1Job]) -> int:
         return sum(1 for j in jobs if not any(c.status == "True" and c.type in ("Complete", "Failed")

@@ -171,11 +171,11 @@ def test_backfill_starts_oldest_first_at_most_parallel_and_knows_what_ran_from_i
         and first.status.state == "Running"
         and first.starts == [begin, begin + timedelta(minutes=10)]
     )
-    made = [kinded(job(t, created=T0), "backfill", backfill="fill") for t in first.starts]
+    made = [kinded(job(t, created=T0), "backfill", backfill=ask.identity) for t in first.starts]
     second = runs.backfill_step(ask, schedule, made, T0)
     assert second.starts == [] and second.status.active == 2 and second.status.started == 2
     outcomes: tuple[JobOutcome, JobOutcome] = ("Complete", "Failed")
-    ended = [kinded(job(t, created=T0, outcome=o), "backfill", backfill="fill")
+    ended = [kinded(job(t, created=T0, outcome=o), "backfill", backfill=ask.identity)
              for t, o in zip(first.starts, outcomes, strict=True)]  # fmt: skip
     third = runs.backfill_step(ask, schedule, ended, T0)
     assert third.starts == [begin + timedelta(minutes=20), begin + timedelta(minutes=30)]
@@ -186,8 +186,10 @@ def test_backfill_starts_oldest_first_at_most_parallel_and_knows_what_ran_from_i
     )
     other = [kinded(job(t, created=T0), "backfill", backfill="another") for t in third.starts]
     assert runs.backfill_step(ask, schedule, [*ended, *other], T0).starts == third.starts  # not its Jobs
-    every = [kinded(job(begin + timedelta(minutes=10 * i), created=T0, outcome="Complete"), "backfill", backfill="fill")
-             for i in range(10)]  # fmt: skip
+    again = request(begin, begin + timedelta(minutes=80))  # the same name, another range: a new backfill
+    assert again.identity != ask.identity and runs.backfill_step(again, schedule, ended, T0).status.started == 0
+    every = [kinded(job(begin + timedelta(minutes=10 * i), created=T0, outcome="Complete"), "backfill",
+                    backfill=ask.identity) for i in range(10)]  # fmt: skip
     done = runs.backfill_step(ask, schedule, every, T0)
     assert done.status.state == "Complete" and done.starts == [] and done.status.next is None
 
@@ -292,3 +294,53 @@ def test_ten_finished_backfill_runs_are_all_counted_at_once_though_the_status_re
         ]  # fmt: skip
         now += timedelta(seconds=2)
     assert counts(status) == {"backfilled": 10} and not status.jobs
+
+
+def test_a_waiting_fire_whose_own_job_arrives_late_is_its_run_not_also_missed() -> None:
+    """The controller's Job for a fire already waiting (its watch event came late): the fire's run; it waits
+    no more, blocks nothing, and is never counted missed when the window passes."""
+    cfg = config("*/10 * * * *", catch_up=1500)
+    status = start(cfg)
+    fires = [T0 + timedelta(minutes=10 * i) for i in range(3)]
+    now = fires[2] + timedelta(seconds=30)
+    status, _ = step(status, cfg, [job(fires[2], outcome="Complete")], now)
+    assert status.catch_up == [stamp(fires[0]), stamp(fires[1])]
+    late = job(fires[0], created=fires[0] + timedelta(seconds=2), outcome="Complete")
+    status, result = step(status, cfg, [job(fires[2], outcome="Complete"), late], now + timedelta(seconds=5))
+    assert status.catch_up == [stamp(fires[1])] and result.starts == [fires[1]]
+    status, _ = step(status, cfg, [job(fires[2], outcome="Complete"), late], fires[1] + timedelta(minutes=26))
+    assert counts(status)["runs"] == 2 and counts(status)["missed"] == 1  # fires[1] expired, fires[0] ran
+
+
+def test_a_waiting_fire_with_a_job_does_not_expire_while_the_job_waits_to_be_counted() -> None:
+    cfg = config("*/10 * * * *", catch_up=900, concurrency="Allow")
+    status = start(cfg)
+    fires = [T0 + timedelta(minutes=10 * i) for i in range(2)]
+    status, _ = step(status, cfg, [job(fires[1])], fires[1] + timedelta(seconds=30))
+    assert status.catch_up == [stamp(fires[0])]
+    made = kinded(job(fires[0], created=fires[1] + timedelta(seconds=30)), "catch-up")
+    # the task's records are full of other active runs: the catch-up Job waits for a slot past its window
+    busy = [job(fires[1] + timedelta(seconds=s), name=f"hand-{s}") for s in range(1, 7)]
+    status, _ = step(status, cfg, [job(fires[1]), *busy, made], fires[0] + timedelta(minutes=16))
+    assert status.catch_up == [stamp(fires[0])] and "missed" not in counts(status)
+
+
+def test_waiting_fires_are_counted_missed_when_the_schedule_changes_or_catch_up_is_turned_off() -> None:
+    cfg = config("*/10 * * * *", catch_up=3600)
+    fires = [T0 + timedelta(minutes=10 * i) for i in range(3)]
+    waiting, _ = step(start(cfg), cfg, [job(fires[2])], fires[2] + timedelta(seconds=30))
+    assert waiting.catch_up == [stamp(fires[0]), stamp(fires[1])]
+    off, _ = step(waiting, dataclasses.replace(cfg, catch_up=0), [job(fires[2])], fires[2] + timedelta(seconds=40))
+    assert not off.catch_up and counts(off)["missed"] == 2
+    moved = config("*/15 * * * *", catch_up=3600)
+    changed, result = step(waiting, moved, [job(fires[2])], fires[2] + timedelta(seconds=40))
+    assert not changed.catch_up and counts(changed)["missed"] == 2 and result.starts == []
+
+
+def test_odd_catch_up_entries_written_by_hand_are_dropped() -> None:
+    cfg = config("*/10 * * * *", catch_up=3600)
+    status = start(cfg).model_copy(
+        update={"catch_up": ["9999-01-01T00:00:00Z", "2026-09-11T15:05:00Z", "2026-09-11T15:00:00+00:00"]}
+    )
+    status, result = step(status, cfg, [], T0 + timedelta(seconds=5))
+    assert not status.catch_up and result.starts == []

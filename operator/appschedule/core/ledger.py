@@ -260,8 +260,14 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         tally=Tally.of(base.counts),
         recent={r.scheduled_time: r for r in base.recent or []},
         records={r.name: r for r in base.jobs or []},
-        catch_up=list(base.catch_up or []) if config.catch_up else [],
+        catch_up=_waiting_fires(base, config.schedule),
     )
+    restarted = progress is not None and base.tracking_since != progress.tracking_since
+    if restarted or not config.catch_up:  # the schedule changed, or catch-up was turned off: no fire waits any more
+        stored = _waiting_fires(base, None)  # fires of the schedule they were missed under
+        if stored:
+            _count_missed(book, [parse_time(t) or now for t in stored])
+        book.catch_up = []
     seen = Seen.of(jobs, config)
     run_times, waiting = admit(book, seen)
     follow(book, seen)
@@ -305,6 +311,20 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         problems=book.problems,
         starts=book.starts,
     )
+
+
+def _waiting_fires(base: TaskStatus, schedule: Schedule | None) -> list[str]:
+    """The fires waiting to be caught up, as stored: only times as the serializer writes them, of ``schedule``
+    when given (the status can be written by anyone; anything else is dropped), oldest first, at most
+    CATCH_UP_MAX."""
+    found = set()
+    for text in base.catch_up or []:
+        moment = parse_time(text)
+        if moment is None or rfc3339(moment) != text:
+            continue
+        if schedule is None or previous_fire(schedule, moment) == moment:
+            found.add(text)
+    return sorted(found)[-CATCH_UP_MAX:]
 
 
 def tracked(progress: TaskStatus | None, config: TaskConfig, now: datetime) -> TaskStatus:
@@ -391,9 +411,9 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
         delay = max(0, int((created - scheduled).total_seconds()))
         book.tally.runs += 1
         caught_up = kind == "catch-up"
+        book.catch_up = [t for t in book.catch_up if t != stamp]  # whoever ran it (the controller, a late watch)
         if caught_up:  # the run of a fire settled as waiting for it: late by design, not counted late
             book.tally.caught_up += 1
-            book.catch_up = [t for t in book.catch_up if t != stamp]
         elif delay > config.grace:
             book.tally.late += 1
         recent[stamp] = RunRecord(
@@ -678,8 +698,16 @@ def catch_up(book: Book, jobs: Sequence[JobView]) -> None:
     config, now = book.config, book.now
     if not book.catch_up:
         return
+    # a fire with a Job of its own is on its way to admit() (a record is free for it soon): it never expires
+    present = {
+        rfc3339(t.time)
+        for j in jobs
+        if _stands(j.annotations.get(naming.ANNOTATION_RUN_KIND))
+        for t in [job_time(j, config)]
+        if t.problem is None
+    }
     window = now - timedelta(seconds=config.catch_up)
-    expired = [t for t in book.catch_up if (parse_time(t) or now) <= window]
+    expired = [t for t in book.catch_up if (parse_time(t) or now) <= window and t not in present]
     if expired:
         book.catch_up = [t for t in book.catch_up if t not in expired]
         _count_missed(book, [parse_time(t) or now for t in expired])
@@ -688,8 +716,7 @@ def catch_up(book: Book, jobs: Sequence[JobView]) -> None:
     book.wake((parse_time(book.catch_up[0]) or now) + timedelta(seconds=config.catch_up))
     if config.suspend:
         return
-    present = {rfc3339(t.time) for t in (job_time(j, config) for j in jobs) if t.problem is None}
-    waiting = [t for t in book.catch_up if t not in present]  # a Job made for it is on its way to admit()
+    waiting = [t for t in book.catch_up if t not in present]
     if config.concurrency == "Allow":
         book.starts = [parse_time(t) or now for t in waiting]
         return

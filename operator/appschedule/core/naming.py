@@ -88,8 +88,9 @@ def catch_up_job_name(cronjob: str, moment_timestamp: float) -> str:
     return f"{cronjob}-{fire_minutes(moment_timestamp)}"
 
 
-def backfill_job_name(appschedule: str, backfill: str, task: str, moment_timestamp: float) -> str:
+def backfill_job_name(appschedule: str, backfill: str, task: str, moment_timestamp: float, identity: str = "") -> str:
     """A backfill's Job for one fire: the same name whatever restart creates it (a second create is refused
-    as AlreadyExists), unique in the namespace: ``<appschedule>-<backfill>`` (cut to 38) and a hash of the three."""
+    as AlreadyExists), unique in the namespace: ``<appschedule>-<backfill>`` (cut to 38), a hash of those, the
+    task and the backfill's ``identity`` (its range), and the fire's minute."""
     base = f"{appschedule}-{backfill}"[:38].rstrip("-.")
-    return f"{base}-{short_hash(appschedule, backfill, task, length=5)}-{fire_minutes(moment_timestamp)}"
+    return f"{base}-{short_hash(appschedule, backfill, task, identity, length=5)}-{fire_minutes(moment_timestamp)}"

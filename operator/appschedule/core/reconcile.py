@@ -215,9 +215,17 @@ def _ledgers(
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)
         held = world.cronjobs.get(cronjob)
         if step.starts and held is not None and held.uid:  # catch-up: the CronJob's own Job name for the fire
-            manifest = {"metadata": {"name": cronjob, "namespace": held.namespace, "uid": held.uid}, "spec": spec}
+            manifest = {"metadata": {"name": cronjob, "namespace": held.namespace}, "spec": spec}
+            owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": cronjob, "uid": held.uid,
+                     "controller": True, "blockOwnerDeletion": False}  # fmt: skip
             out.create.extend(
-                runs.job_from(manifest, "catch-up", moment, name=naming.catch_up_job_name(cronjob, moment.timestamp()))
+                runs.job_from(
+                    manifest,
+                    "catch-up",
+                    moment,
+                    name=naming.catch_up_job_name(cronjob, moment.timestamp()),
+                    owner=owner,
+                )
                 for moment in step.starts
             )
         if step.wake_at is not None and (out.wake_at is None or step.wake_at < out.wake_at):
@@ -226,6 +234,9 @@ def _ledgers(
         if task not in advanced:
             out.release.extend(j.name for j in jobs if j.finalizer and (j.outcome or j.deleting))
     return advanced
+
+
+DELETES_MAX = 50  # Jobs of removed backfills deleted per reconcile; their deletions wake the next one
 
 
 def _backfills(
@@ -240,11 +251,13 @@ def _backfills(
              "controller": True, "blockOwnerDeletion": False}  # fmt: skip
     found: list[BackfillStatus] = []
     names: set[str] = set()
+    identities: set[str] = set()
     for index, entry in enumerate(entries):
         request = runs.BackfillRequest.read(entry, index)
         if request.name in names:
             continue
         names.add(request.name)
+        identities.add(request.identity)
         cronjob, spec = running.get(request.task, ("", {}))
         config = task_config(request.task, cronjob, spec, 0) if cronjob else None
         jobs = world.jobs.get(request.task, ())
@@ -256,9 +269,11 @@ def _backfills(
                 manifest,
                 "backfill",
                 moment,
-                name=naming.backfill_job_name(view.name, request.name, request.task, moment.timestamp()),
+                name=naming.backfill_job_name(
+                    view.name, request.name, request.task, moment.timestamp(), request.identity
+                ),
                 owner=owner,
-                backfill=request.name,
+                backfill=request.identity,
             )
             for moment in step.starts
         )
@@ -266,9 +281,10 @@ def _backfills(
         j.name
         for jobs in world.jobs.values()
         for j in jobs
-        if j.annotations.get(naming.ANNOTATION_BACKFILL) and j.annotations[naming.ANNOTATION_BACKFILL] not in names
+        if j.annotations.get(naming.ANNOTATION_BACKFILL)
+        and j.annotations[naming.ANNOTATION_BACKFILL] not in identities
         and not j.deleting
-    )  # fmt: skip
+    )[:DELETES_MAX]  # fmt: skip
     return found
 
 

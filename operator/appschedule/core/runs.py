@@ -80,7 +80,7 @@ def backfill_fires(
     schedule: Schedule, start: datetime, end: datetime, limit: int = BACKFILL_FIRES_MAX
 ) -> list[datetime]:
     """The fires in [start, end], oldest first (a DST fall-back's repeat is not a fire of its own: its key is
-    the first one's); ValueError when there are more than ``limit``. Remembered for the last 64 ranges: every
+    the first one's); ValueError when there are more than ``limit``. Remembered for the last 256 ranges: every
     plan of an AppSchedule with a backfill asks again."""
     found = _fires(schedule, start, end, limit)
     if isinstance(found, str):
@@ -88,7 +88,7 @@ def backfill_fires(
     return list(found)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)
 def _fires(schedule: Schedule, start: datetime, end: datetime, limit: int) -> tuple[datetime, ...] | str:
     found: list[datetime] = []
     moment = next_fire(schedule, start.replace(microsecond=0) - timedelta(seconds=1))
@@ -132,6 +132,13 @@ class BackfillRequest:
             problem = f"{where}: to ({rfc3339(end)}) is before from ({rfc3339(start)})"
         return cls(name, task, start, end, min(parallel, 10), problem)
 
+    @property
+    def identity(self) -> str:
+        """What its Jobs carry (``appschedule.dev/backfill``): its name and a hash of its task and range, so
+        that a backfill removed and added again with the same name but another range is a new one."""
+        span = (self.task, rfc3339(self.start) if self.start else "", rfc3339(self.end) if self.end else "")
+        return f"{self.name}.{naming.short_hash(*span, length=6)}"
+
 
 @dataclass
 class BackfillStep:
@@ -161,7 +168,7 @@ def backfill_step(
         fires = backfill_fires(schedule, request.start, request.end)
     except ValueError as error:
         return invalid(f"{error}; split the range (at most {BACKFILL_FIRES_MAX} fires per backfill)")
-    mine = [j for j in jobs if j.annotations.get(naming.ANNOTATION_BACKFILL) == request.name]
+    mine = [j for j in jobs if j.annotations.get(naming.ANNOTATION_BACKFILL) == request.identity]
     have = {j.annotations.get(naming.ANNOTATION_SCHEDULED_TIME) for j in mine}
     active = sum(1 for j in mine if not (j.outcome or j.deleting))
     todo = [t for t in fires if rfc3339(t) not in have]

@@ -329,7 +329,7 @@ class Controller:
             await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, name, cronjob.uid)
             outcome.deleted += 1
             self._wake_others(key, self.store.drop_cronjob(cronjob.namespace, name))
-        outcome.started = await self._start(key, decided)  # never waits for the status: a create is idempotent
+        outcome.started, not_started = await self._start(key, decided)  # never waits for the status: idempotent
         appschedule = world.appschedule.as_object()
         metrics.track(key[0], key[1], view.status)
         left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
@@ -361,8 +361,14 @@ class Controller:
                 outcome.events += 1
             except ApiException as error:  # an Event is best effort: never fail the reconcile for it
                 log.warning("could not post event %s on %s/%s: %s", event.reason, *key, error.reason)
-        if failed:
-            raise WriteFailed("; ".join(failed.values()))
+        if not_started:  # reported, and tried again with back-off
+            try:
+                event = Event("Warning", "JobNotCreated", not_started[:1024])
+                await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)
+            except ApiException as error:
+                log.warning("could not post event JobNotCreated on %s/%s: %s", *key, error.reason)
+        if failed or not_started:
+            raise WriteFailed("; ".join([*failed.values(), *([not_started] if not_started else [])]))
         return outcome
 
     async def _status_refused(
@@ -403,21 +409,31 @@ class Controller:
             log.info("%s/%s: a Job the watch had not delivered yet was found before counting a missed run", *key)
         return changed
 
-    async def _start(self, key: Key, decided: Plan) -> int:
+    async def _start(self, key: Key, decided: Plan) -> tuple[int, str | None]:
         """Create the Jobs the plan starts, in order (oldest fire first); each goes into the view from the
         create's answer, so the next plan counts it active at once. A Job of that name that exists already is
-        not created twice. A failure stops the rest (they come again on the retry). Then delete the Jobs of
+        not created twice. A create the API server refuses (a quota, an admission policy, RBAC, an invalid
+        template) or cannot answer stops the rest: what failed is returned, to be reported (an Event) and tried
+        again with back-off after the status is written; the reconcile goes on. Then delete the Jobs of
         backfills that were removed."""
         done = 0
+        failure = None
         for manifest in decided.create:
+            name = manifest["metadata"]["name"]
             try:
                 body = await asyncio.to_thread(self.cluster.create_job, manifest)
-            except ApiException as error:
-                if classify(error) == "refused":  # the template itself is refused: say so, do not retry at once
-                    log.warning("%s/%s: the API server refused Job %s: %s", *key, manifest["metadata"]["name"],
-                                message_of(error))  # fmt: skip
-                    break
+            except Fenced:
                 raise
+            except (ApiException, HTTPError, OSError) as error:
+                why = (
+                    f"{error.status} {error.reason}: {message_of(error)}"
+                    if isinstance(error, ApiException)
+                    else (f"API server unreachable ({type(error).__name__})")
+                )
+                kind = manifest["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND]
+                failure = f"could not create Job {name} ({kind}): {why}"
+                log.warning("%s/%s: %s", *key, failure)
+                break
             done += 1
             if body is not None:
                 self.store.put_job(project_job(body))
@@ -426,7 +442,7 @@ class Controller:
         for name in decided.delete_jobs:
             await asyncio.to_thread(self.cluster.delete_job, key[0], name)
             done += 1
-        return done
+        return done, failure
 
     async def _release(self, namespace: str, jobs: list[str]) -> int:
         """Take our finalizer off Jobs the ledger has recorded (or that nobody can record any more)."""
