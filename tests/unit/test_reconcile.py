@@ -289,3 +289,33 @@ def test_a_status_of_a_fire_or_runs_that_started_may_wait_for_what_comes_next() 
     failing = copy.deepcopy(started)
     failing["conditions"] = [{"type": "RunsHealthy", "status": "False"}]
     assert status.can_wait(failing, before) == "now"  # so is a condition
+
+
+def test_backfills_at_the_schemas_bound_and_odd_entries_are_planned_not_raised(
+    appschedule: dict[str, Any], deployment: dict[str, Any]
+) -> None:
+    """Ten backfills (spec.backfills' maxItems) over Berlin's fall-back night, plus an eleventh beyond the
+    bound and entries holding anything: each valid one starts its oldest fires (parallel 1), each odd one is
+    Invalid with a message naming its field, nothing raises, and the CronJobs are planned as always."""
+    settled, cronjobs = converge(appschedule, deployment)
+    task = "nightly-cleanup"  # 30 3 * * * UTC: one fire in the range
+    assert task in [t["name"] for t in settled["spec"]["tasks"]]
+    fills: list[Any] = [
+        {"name": f"fall-{i}", "task": task, "from": "2026-10-24T22:00:00Z", "to": "2026-10-25T04:00:00Z"}
+        for i in range(7)
+    ]
+    fills += [{"name": "odd-1", "task": task, "from": 5, "to": None}, "not a map", {"name": "odd-3", "task": 7}]
+    fills.append({"name": "eleventh", "task": task, "from": "2026-10-24T22:00:00Z", "to": "2026-10-25T04:00:00Z"})
+    settled["spec"]["backfills"] = fills
+    later = datetime(2026, 10, 30, 12, 0, tzinfo=UTC)
+    decided = plan(world(settled, deployment, cronjobs, []), later)
+    shown = {b["name"]: b for b in decided.status["backfills"]}
+    assert len(shown) == 10 and "eleventh" not in shown  # the bound
+    assert shown[""]["state"] == "Invalid" and "spec.backfills[8]" in shown[""]["message"]  # "not a map"
+    for i in range(7):
+        assert (shown[f"fall-{i}"]["state"], shown[f"fall-{i}"]["fires"]) == ("Running", 1), shown[f"fall-{i}"]
+    assert shown["odd-1"]["state"] == "Invalid" and "spec.backfills[7].from" in shown["odd-1"]["message"]
+    assert shown["odd-3"]["state"] == "Invalid"
+    assert all(m["metadata"]["annotations"]["appschedule.dev/run-kind"] == "backfill" for m in decided.create)
+    assert len(decided.create) == 7  # one each at once (parallel 1)
+    assert decided.apply == []
