@@ -46,7 +46,7 @@ NEXT = 3  # fires shown per task
 RECENT = 10  # last runs a task's health is read from (as the RunsHealthy condition)
 COUNTS = (
     "runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "manual", "reruns", "backfilled",
-    "caughtUp", "unkeyed"
+    "caughtUp", "unkeyed", "refused"
 )  # fmt: skip
 BACKFILL_MAX = 100  # fires a backfill may have without --max
 
@@ -159,6 +159,10 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
                 asked = ("manual", "reruns", "backfilled", "caughtUp")
                 if any(counts[k] for k in asked):
                     lines.append("    asked     " + "  ".join(f"{k} {counts[k]}" for k in asked))
+                if counts["refused"]:
+                    lines.append(
+                        f"    refused   {counts['refused']} Jobs stating a time not the cluster's (Event OddJob)"
+                    )
             lines.append(f"    health    {task.get('health')}")
             upcoming = task.get("next")
             if isinstance(upcoming, str):

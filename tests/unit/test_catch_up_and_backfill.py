@@ -320,7 +320,7 @@ def test_a_waiting_fire_with_a_job_does_not_expire_while_the_job_waits_to_be_cou
     assert status.catch_up == [stamp(fires[0])]
     made = kinded(job(fires[0], created=fires[1] + timedelta(seconds=30)), "catch-up")
     # the task's records are full of other active runs: the catch-up Job waits for a slot past its window
-    busy = [job(fires[1] + timedelta(seconds=s), name=f"hand-{s}") for s in range(1, 7)]
+    busy = [job(None, created=fires[1] + timedelta(seconds=s), name=f"hand-{s}") for s in range(1, 7)]
     status, _ = step(status, cfg, [job(fires[1]), *busy, made], fires[0] + timedelta(minutes=16))
     assert status.catch_up == [stamp(fires[0])] and "missed" not in counts(status)
 

@@ -98,16 +98,21 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     spec_patch: dict[str, Any] = {"containers": [keys.with_env(c, added) for c in containers]}
     if init:
         spec_patch["initContainers"] = [keys.with_env(c, added) for c in init]
-    metadata: dict[str, Any] = {
-        "annotations": {
-            naming.ANNOTATION_SCHEDULED_TIME: keys.rfc3339(scheduled.time),
-            naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task),
-        },
-    }
-    # the ledger's finalizer only on a Job the ledger will file: one of an AppSchedule's tasks (both labels)
+    annotations = {naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task)}
+    if scheduled.problem is None:
+        annotations[naming.ANNOTATION_SCHEDULED_TIME] = keys.rfc3339(scheduled.time)
+    metadata: dict[str, Any] = {"annotations": annotations}
+    # the ledger's finalizer only on a Job the ledger will file: one of an AppSchedule's tasks (both labels) whose
+    # time is the cluster's. A Job stating a time the ledger refuses (in the future, not a fire, not a time) keeps
+    # what its author wrote, so the ledger sees the same refusal, reports it and never files it: nothing to hold.
     finalizers = meta.get("finalizers")
     finalizers = [str(f) for f in finalizers] if isinstance(finalizers, list) else []
-    if isinstance(appschedule, str) and appschedule and naming.LEDGER_FINALIZER not in finalizers:
+    if (
+        isinstance(appschedule, str)
+        and appschedule
+        and scheduled.problem is None
+        and naming.LEDGER_FINALIZER not in finalizers
+    ):
         metadata["finalizers"] = [*finalizers, naming.LEDGER_FINALIZER]
     return {"metadata": metadata, "spec": {"template": {"spec": spec_patch}}}
 

@@ -15,18 +15,26 @@ instants); the second fire takes the first one's time, so both Jobs carry one ke
 Everything here reads what anyone who may create Jobs can write: nothing raises. A time that is not RFC
 3339, or outside the years schedule.py computes in (1970 to 9990), is ignored and said in
 ``Scheduled.problem``; the ledger then reports that Job instead of filing it.
+
+The scheduled time is the cluster's to state, never a Job author's (DESIGN "The ledger"): a time stated in
+an annotation or a name is *refused* when it is later than the Job's creation (more than ``AHEAD`` of it:
+the controller creates a fire's Job after its time) or, for any run but a manual one, not a fire of the
+task's schedule. A refused time is never the Job's: ``Scheduled.refused`` holds it, ``problem`` says why,
+and the time falls back to the creation time rounded down to the schedule (what the key webhook keys the
+run's containers with). The ledger reports such a Job once and lets it go; it never holds a record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from . import naming
-from .schedule import EARLIEST, LATEST, Schedule, in_range, repeat_of, round_down
+from .schedule import EARLIEST, LATEST, Schedule, in_range, previous_fire, repeat_of, round_down
 
 Source = Literal["annotation", "controller", "name", "created"]  # where a Job's scheduled time was read
 
@@ -79,11 +87,15 @@ def time_from_name(job: str, cronjob: str | None = None) -> datetime | None:
     return datetime.fromtimestamp(seconds, UTC)
 
 
+AHEAD = timedelta(seconds=60)  # how far a stated time may be after the Job's creation (clocks of two hosts)
+
+
 @dataclass(frozen=True)
 class Scheduled:
     time: datetime
     source: Source
     problem: str | None = None  # what was ignored: an annotation or a name that is not a time in range
+    refused: datetime | None = None  # a stated time that is in the future or not a fire (``problem`` says which)
 
     def key(self, task: str) -> str:
         return key_of(task, self.time)
@@ -109,26 +121,45 @@ def scheduled_time(
     if cronjob and job_name.startswith(f"{cronjob}-") and _SUFFIX.match(job_name) and not time_from_name(job_name):
         problems.append(f"name {job_name!r} ends in minutes past the year 9990")
     problem = "; ".join(problems) or None
-    ours = parse_time(annotations.get(naming.ANNOTATION_SCHEDULED_TIME))
-    if ours is not None:
-        return Scheduled(ours, "annotation", problem)  # folded when it was set
     found: Scheduled | None = None
+    ours = parse_time(annotations.get(naming.ANNOTATION_SCHEDULED_TIME))
     controller = parse_time(annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP))
-    if controller is not None:
+    named = time_from_name(job_name, cronjob) if cronjob else None
+    if ours is not None:
+        found = Scheduled(ours, "annotation", problem)
+    elif controller is not None:
         found = Scheduled(controller, "controller", problem)
-    else:
-        named = time_from_name(job_name, cronjob) if cronjob else None
-        if named is not None:
-            found = Scheduled(named, "name", problem)
+    elif named is not None:
+        found = Scheduled(named, "name", problem)
+    if found is not None:
+        refusal = _refusal(found, created, schedule, annotations.get(naming.ANNOTATION_RUN_KIND) == "manual")
+        if refusal is not None:
+            why = "; ".join(p for p in (problem, refusal) if p)
+            return dataclasses.replace(_from_creation(created, schedule), problem=why, refused=found.time)
     if found is None:
-        created = created if in_range(created) else datetime(1970, 1, 1, tzinfo=UTC)
-        rounded = round_down(schedule, created) if schedule is not None else None
-        return Scheduled(rounded or created.replace(second=0, microsecond=0), "created", problem)
+        return dataclasses.replace(_from_creation(created, schedule), problem=problem)
     if schedule is not None:
         first = repeat_of(schedule, found.time)
         if first is not None:
             return Scheduled(first, found.source, problem)
     return found
+
+
+def _from_creation(created: datetime, schedule: Schedule | None) -> Scheduled:
+    """A hand-made Job's time: its creation rounded down to the schedule (to the minute without one)."""
+    created = created if in_range(created) else EARLIEST
+    rounded = round_down(schedule, created) if schedule is not None else None
+    return Scheduled(rounded or created.replace(second=0, microsecond=0), "created")
+
+
+def _refusal(found: Scheduled, created: datetime, schedule: Schedule | None, manual: bool) -> str | None:
+    """Why a stated time is not the Job's (see the module docstring), or None."""
+    where = {"annotation": "annotation", "controller": "annotation", "name": "name"}.get(found.source, found.source)
+    if in_range(created) and found.time > created + AHEAD:
+        return f"its {where} claims {rfc3339(found.time)}, after the Job was created ({rfc3339(created)})"
+    if schedule is not None and not manual and previous_fire(schedule, found.time) != found.time:
+        return f"its {where} claims {rfc3339(found.time)}, which is not a fire of {schedule.expression!r}"
+    return None
 
 
 def container_env(scheduled: datetime, task: str) -> list[dict[str, str]]:

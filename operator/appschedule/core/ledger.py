@@ -38,7 +38,8 @@ record says so while it exists) and its finalizer released, and every other Job 
 
 A step is a row of small pure functions over a ``Book`` (the step's working state: the status as it was,
 the records, a typed ``Tally`` of the counts, the Events as ``Note`` values): ``tracked`` (counting
-restarts on a new schedule or zone), ``Seen.of`` (the Jobs by record name, with their times), ``admit``
+restarts on a new schedule or zone), ``Seen.of`` (the Jobs by record name, with their times), ``let_go``
+(records nothing needs any more, dropped first so that new Jobs get them), ``admit``
 (Jobs first seen), ``follow`` (their outcomes), ``suspension_spans``, ``blocked_spans`` (the stated
 reasons), ``settled_until`` and ``settle`` (missed and skipped), ``look_ahead`` (late, and when to wake)
 and ``health`` (what RunsHealthy says); tests/unit/test_ledger_steps.py tests each. Times are aware UTC
@@ -187,6 +188,7 @@ class Tally:
     caught_up: int = 0
     reruns: int = 0
     unkeyed: int = 0
+    refused: int = 0
 
     @classmethod
     def of(cls, counts: Counts | None) -> Tally:
@@ -269,6 +271,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             _count_missed(book, [parse_time(t) or now for t in stored])
         book.catch_up = []
     seen = Seen.of(jobs, config)
+    let_go(book, seen)
     run_times, waiting = admit(book, seen)
     follow(book, seen)
     spans = suspension_spans(base, config, now)
@@ -345,6 +348,16 @@ def tracked(progress: TaskStatus | None, config: TaskConfig, now: datetime) -> T
     return base
 
 
+def let_go(book: Book, seen: Seen) -> None:
+    """Before any Job is admitted: the records of finished Jobs that are filed (or gone) and whose time and span
+    are settled go, so every free record is there for the Jobs waiting (a backlog after an outage is counted
+    JOBS_MAX at a reconcile, each reconcile following the last one's releases, never one fire at a time)."""
+    for name, record in list(book.records.items()):
+        gone = name not in seen.by_name or name in seen.filed
+        if gone and record.finished and _settled(record, book.checked, book.now):
+            del book.records[name]
+
+
 def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
     """Jobs first seen: each a run, or a duplicate of one. A Job the ledger is done with says so itself
     (ANNOTATION_FILED, set when its finalizer went); the status remembers at most JOBS_MAX others: a Job beyond
@@ -364,9 +377,17 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
         name = record_name(job.name)
         if name in records or name in seen.filed:
             continue
-        problem = seen.timed[name].problem
-        if problem is not None:  # reported once: the release marks it filed
-            book.note("OddJob", f"{job.name}: {problem}")
+        timed = seen.timed[name]
+        if timed.problem is not None:
+            if timed.refused is not None and timed.refused < book.since and timed.time < book.since:
+                # a fire of the schedule before this one (it changed): not counted, let go when done
+                if job.finalizer and (job.outcome or job.deleting):
+                    book.release.append(job.name)
+                continue
+            # the time is the author's, not the cluster's: never counted, never held; reported once (the release
+            # marks it filed, so the next step does not see it again)
+            book.tally.refused += 1
+            book.note("OddJob", f"{job.name}: {timed.problem}")
             book.release.append(job.name)
             continue
         scheduled = seen.timed[name].time
@@ -818,7 +839,7 @@ _TITLES: dict[LedgerReason, str] = {
     "RunFailed": "run failed",
     "StuckRun": "run stuck",
     "RunNotStarted": "run not started",
-    "OddJob": "Job not filed, its time cannot be read (its finalizer is released)",
+    "OddJob": "Job not counted: its scheduled time is not one the cluster stated (its finalizer is released)",
     "KeyNotInjected": "Job admitted without its idempotency key (the webhook did not run; the app can derive "
     "the key with `python -m appschedule key`)",
 }

@@ -470,6 +470,11 @@ class Counts(Model):
         description="Jobs (runs and duplicates) admitted without their idempotency key: the key webhook did not "
         "answer (Event KeyNotInjected).",
     )
+    refused: int = Field(
+        0,
+        description="Jobs of the task not counted because the scheduled time they state is not the cluster's: not "
+        "a time, in the future, or not a fire of the task (Event OddJob); each is let go at once.",
+    )
 
 
 class RunRecord(Model):

@@ -831,20 +831,36 @@ def round_down(schedule: Schedule, at: datetime) -> datetime | None:
 
 
 def repeat_of(schedule: Schedule, fire: datetime) -> datetime | None:
-    """For the second fire of a wall-clock time repeated at fall-back, the first one; else None.
+    """For a fire that repeats an earlier fire's wall-clock time at a fall-back, the first one; else None.
 
     Only schedules with fixed hours repeat a run this way (``30 1 * * *`` fires at 01:30 twice on the
-    fall-back night); an every-hour schedule's two 01:00 runs are two different hours.
+    fall-back night); an every-hour schedule's two 01:00 runs are two different hours. An hour with several
+    fires (``0,30 2 * * *``, ``*/20 2 * * *``) repeats each of them: every fire of the repeated hour is
+    matched with the fire of the same wall-clock time before the transition, not only with the fire just
+    before it. The walk back is bounded by the fall-back's gap (at most 3 hours) and by REPEAT_WALK fires.
     """
     if not schedule.fixed_hours or schedule.time_zone == "UTC":
         return None
     zone = schedule.zone
-    earlier = previous_fire(schedule, fire - timedelta(seconds=1))
-    if earlier is None or fire - earlier > timedelta(hours=3):
-        return None
-    if _wall(zone, _unix(earlier))[:5] == _wall(zone, _unix(fire))[:5]:
-        return earlier
+    instant = _unix(fire)
+    if not any(after < before for _, before, after in _transitions(zone, instant - 3 * 3600, instant + 1)):
+        return None  # no fall-back in the 3 hours before: nothing repeats (the common case costs one lookup)
+    wall = _wall(zone, instant)[:5]
+    earlier = _previous_in_range(schedule, fire - timedelta(seconds=1))
+    walked = 0
+    while earlier is not None and fire - earlier <= timedelta(hours=3) and walked < REPEAT_WALK:
+        if _wall(zone, _unix(earlier))[:5] == wall:
+            return earlier
+        earlier = _previous_in_range(schedule, earlier - timedelta(seconds=1))
+        walked += 1
     return None
+
+
+REPEAT_WALK = 200  # fires looked back for a repeated wall-clock time: 3 hours of a schedule firing every minute
+
+
+def _previous_in_range(schedule: Schedule, at: datetime) -> datetime | None:
+    return previous_fire(schedule, at) if in_range(at) else None
 
 
 def count_fires(schedule: Schedule, start: datetime, end: datetime) -> int:

@@ -41,6 +41,13 @@ UNKEYED = Counter(
     LABELS,
     registry=REGISTRY,
 )
+REFUSED_JOBS = Counter(
+    "appschedule_refused_jobs_total",
+    "Jobs of a task the ledger did not count because the scheduled time they state is not the cluster's (not a "
+    "time, in the future, or not a fire of the task): each is reported once (Event OddJob) and let go.",
+    LABELS,
+    registry=REGISTRY,
+)
 DURATION = Histogram(
     "appschedule_run_duration_seconds",
     "From a run's Job creation to its end.",
@@ -104,6 +111,7 @@ def track(namespace: str, appschedule: str, status: Mapping[str, Any]) -> None:
         MISSED.labels(*labels)
         DUPLICATES.labels(*labels)
         UNKEYED.labels(*labels)
+        REFUSED_JOBS.labels(*labels)
 
 
 def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
@@ -118,7 +126,12 @@ def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new:
             added = int(counts.get(field) or 0) - int(previous.get(field) or 0)
             if added > 0:
                 RUNS.labels(*labels, result).inc(added)
-        for field, counter in (("missed", MISSED), ("duplicates", DUPLICATES), ("unkeyed", UNKEYED)):
+        for field, counter in (
+            ("missed", MISSED),
+            ("duplicates", DUPLICATES),
+            ("unkeyed", UNKEYED),
+            ("refused", REFUSED_JOBS),
+        ):
             added = int(counts.get(field) or 0) - int(previous.get(field) or 0)
             if added > 0:
                 counter.labels(*labels).inc(added)
@@ -154,7 +167,7 @@ def forget(namespace: str, appschedule: str, tasks: Iterable[str]) -> None:
     """Drop the series of tasks (or of a whole AppSchedule) that are gone."""
     for task in tasks:
         labels = (namespace, appschedule, task)
-        for metric in (MISSED, DUPLICATES, UNKEYED, LAST_SUCCESS, NEXT_RUN, INTERVAL):
+        for metric in (MISSED, DUPLICATES, UNKEYED, REFUSED_JOBS, LAST_SUCCESS, NEXT_RUN, INTERVAL):
             with contextlib.suppress(KeyError):
                 metric.remove(*labels)
         for metric_with_result in (RUNS, DURATION):

@@ -1,0 +1,249 @@
+"""Nobody can freeze the books: a Job stating a time the cluster did not state, a backlog of any size, a
+wall-clock time repeated at a fall-back with several fires in its hour (DESIGN "The ledger").
+
+The ``Shell`` below does what the controller does with each step, and nothing more: it stores the status only
+when ``status.changed`` says it must be written, and takes the ledger's finalizer off (marking the Job filed)
+every Job the step releases. Every time-related test includes Europe/Berlin and the days around a transition."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from appschedule.core import admission, keys, naming, status
+from appschedule.core.keys import rfc3339 as stamp
+from appschedule.core.ledger import TaskConfig, advance
+from appschedule.core.models import JOBS_MAX, TaskStatus
+from appschedule.core.schedule import fires_between, parse, repeat_of
+from appschedule.core.view import JobView
+
+from .test_ledger import CRONJOB, T0, config, counts, job
+
+FALL_BACK = datetime(2026, 10, 25, 1, 0, tzinfo=UTC)  # Europe/Berlin: 03:00 CEST becomes 02:00 CET
+
+
+def _dumped(task: TaskStatus) -> dict[str, Any]:
+    return {"tasks": [task.model_dump(by_alias=True, exclude_none=True, mode="json")]}
+
+
+@dataclass
+class Shell:
+    """The controller around ``advance``: writes a status only when it must, releases what the step says."""
+
+    cfg: TaskConfig
+    jobs: dict[str, JobView] = field(default_factory=dict)
+    stored: TaskStatus | None = None
+    reconciles: int = 0
+    released: Counter[str] = field(default_factory=Counter)
+    events: list[Any] = field(default_factory=list)
+
+    def add(self, *made: JobView) -> None:
+        for one in made:
+            self.jobs[one.name] = one
+
+    def reconcile(self, now: datetime) -> TaskStatus:
+        self.reconciles += 1
+        result = advance(self.stored, self.cfg, list(self.jobs.values()), now)
+        old = _dumped(self.stored) if self.stored is not None else {}
+        if self.stored is None or status.changed(_dumped(result.status), old):
+            self.stored = result.status
+        for name in result.release:
+            self.released[name] += 1
+            held = self.jobs[name]
+            annotations = {**held.annotations, naming.ANNOTATION_FILED: "true"}
+            self.jobs[name] = dataclasses.replace(held, finalizer=False, annotations=annotations)
+        self.events.extend(result.events)
+        assert self.stored is not None
+        return self.stored
+
+    def holding(self) -> list[str]:
+        return sorted(n for n, j in self.jobs.items() if j.finalizer)
+
+
+def claiming(name: str, claimed: str, created: datetime, **extra: Any) -> JobView:
+    """A Job an author with Job rights made: the task's labels and a scheduled time of their choosing."""
+    annotations = {naming.ANNOTATION_SCHEDULED_TIME: claimed, naming.ANNOTATION_IDEMPOTENCY_KEY: f"report@{claimed}"}
+    return dataclasses.replace(job(None, created=created, name=name, **extra), annotations=annotations)
+
+
+# -- 1. a time that is not the cluster's never holds a record
+
+
+def test_jobs_claiming_a_far_future_time_are_reported_once_and_let_go_and_every_fire_is_counted() -> None:
+    """Six Jobs claiming 2099 (as many as the status remembers) fill nothing: over the next 60 fires every run
+    is counted and every finalizer released, lastRun is never 2099, and each hostile Job is said once."""
+    shell = Shell(config("* * * * *"))
+    shell.reconcile(T0 - timedelta(seconds=30))
+    hostile = [claiming(f"evil-{i}", "2099-01-01T00:00:00Z", T0 - timedelta(seconds=20)) for i in range(JOBS_MAX)]
+    shell.add(*hostile)
+    shell.reconcile(T0 - timedelta(seconds=10))
+    for minute in range(60):
+        fire = T0 + timedelta(minutes=minute)
+        shell.add(job(fire))
+        shell.reconcile(fire + timedelta(seconds=2))
+        shell.add(job(fire, outcome="Complete"))
+        shell.reconcile(fire + timedelta(seconds=8))
+    final = shell.reconcile(T0 + timedelta(minutes=60, seconds=20))
+    assert counts(final) == {"runs": 60, "succeeded": 60, "refused": JOBS_MAX}
+    assert final.last_run is not None and final.last_run.scheduled_time.startswith("2026-09-11T15:59")
+    assert shell.holding() == [] and all(shell.released[j.name] == 1 for j in hostile)
+    odd = [e for e in shell.events if e.reason == "OddJob"]
+    assert sum(e.count for e in odd) == JOBS_MAX and "2099-01-01T00:00:00Z" in odd[0].message
+    assert not any("2099" in (r.scheduled_time) for r in final.jobs or [])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone", "claimed", "why"),
+    [
+        ("0 * * * *", "UTC", "2026-09-11T14:30:00Z", "not a fire"),  # an hourly task's half hour
+        ("0 * * * *", "UTC", "2026-09-11T14:00:30Z", "not a fire"),  # seconds past a fire
+        ("30 2 * * *", "Europe/Berlin", "2026-10-25T00:31:00Z", "not a fire"),  # the fall-back night, a minute off
+        ("* * * * *", "UTC", "2026-09-11T15:05:00Z", "after the Job was created"),  # a fire, 5 minutes ahead
+        ("30 2 * * *", "Europe/Berlin", "2027-03-28T00:30:00Z", "after the Job was created"),  # a future fire
+    ],
+)
+def test_a_stated_time_that_is_not_a_past_fire_is_refused(schedule: str, zone: str, claimed: str, why: str) -> None:
+    parsed = parse(schedule, zone)
+    created = T0 if not claimed.startswith("2026-10") else FALL_BACK + timedelta(hours=2)
+    found = keys.scheduled_time(
+        annotations={naming.ANNOTATION_SCHEDULED_TIME: claimed},
+        job_name="evil",
+        cronjob=CRONJOB,
+        created=created,
+        schedule=parsed,
+    )
+    assert found.problem is not None and why in found.problem and found.refused == keys.parse_time(claimed)
+    assert found.source == "created" and found.time <= created  # keyed as a Job made by hand at its creation
+    cfg = TaskConfig(task="report", cronjob=CRONJOB, schedule=parsed)
+    base = advance(None, cfg, [], created - timedelta(days=2)).status
+    result = advance(base, cfg, [claiming("evil", claimed, created)], created + timedelta(seconds=5))
+    assert result.release == ["evil"] and not result.status.jobs and result.status.counts is not None
+    assert result.status.counts.refused == 1 and result.status.counts.runs == 0
+
+
+def test_a_manual_run_states_its_own_time_but_never_a_future_one() -> None:
+    parsed = parse("0 * * * *")
+    manual = {naming.ANNOTATION_SCHEDULED_TIME: stamp(T0 + timedelta(seconds=7)), naming.ANNOTATION_RUN_KIND: "manual"}
+    found = keys.scheduled_time(annotations=manual, job_name="m", cronjob=CRONJOB, created=T0, schedule=parsed)
+    assert found.problem is None and found.time == T0 + timedelta(seconds=7)
+    ahead = {**manual, naming.ANNOTATION_SCHEDULED_TIME: "2099-01-01T00:00:07Z"}
+    found = keys.scheduled_time(annotations=ahead, job_name="m", cronjob=CRONJOB, created=T0, schedule=parsed)
+    assert found.problem is not None and "after the Job was created" in found.problem
+
+
+def test_a_name_claiming_a_future_minute_is_refused() -> None:
+    """The controller's naming, ``<cronjob>-<minutes>``, used by hand for 2160."""
+    found = keys.scheduled_time(
+        annotations={}, job_name=f"{CRONJOB}-99999999", cronjob=CRONJOB, created=T0, schedule=parse("* * * * *")
+    )
+    assert found.problem is not None and found.refused is not None and found.refused.year == 2160
+
+
+def test_the_key_webhook_keys_a_refused_time_from_the_creation_and_sets_no_finalizer() -> None:
+    """The author's annotation is left as written (the ledger sees the same refusal whether or not the webhook
+    ran); the containers get the key of the Job's creation rounded down; nothing holds the Job."""
+    body = {
+        "metadata": {
+            "name": "evil",
+            "labels": {naming.LABEL_TASK: "report", naming.LABEL_APPSCHEDULE: "shop"},
+            "annotations": {naming.ANNOTATION_SCHEDULED_TIME: "2099-01-01T00:00:00Z"},
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "app", "env": [{"name": "APPSCHEDULE_SCHEDULE", "value": "0 * * * *"}]}]
+                }
+            }
+        },
+    }
+    patch = admission.mutate_job(body, T0 + timedelta(minutes=5))
+    assert "finalizers" not in patch["metadata"]
+    assert naming.ANNOTATION_SCHEDULED_TIME not in patch["metadata"]["annotations"]
+    assert patch["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == keys.key_of("report", T0)
+    env = {e["name"]: e["value"] for e in patch["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["APPSCHEDULE_IDEMPOTENCY_KEY"] == "report@2026-09-11T15:00:00Z"
+
+
+def test_jobs_of_the_schedule_before_a_change_are_let_go_quietly() -> None:
+    """A Job of the old schedule finishing after the change is no author's claim: not counted, not reported."""
+    old = job(T0 + timedelta(minutes=7), outcome="Complete")  # a fire of */7, not of */10
+    cfg = config("*/10 * * * *")
+    base = advance(None, cfg, [], T0 + timedelta(minutes=8)).status
+    result = advance(base, cfg, [old], T0 + timedelta(minutes=8, seconds=5))
+    assert result.release == [old.name] and result.events == [] and counts(result.status) == {}
+
+
+# -- 2. a backlog of any size is counted within a few reconciles
+
+
+def _backlog(schedule: str, zone: str, outage: timedelta, after: datetime) -> tuple[Shell, list[datetime]]:
+    """The operator was down for ``outage`` from ``after``: every fire ran and finished, none was recorded."""
+    shell = Shell(TaskConfig(task="report", cronjob=CRONJOB, schedule=parse(schedule, zone)))
+    shell.reconcile(after)
+    fires = list(fires_between(shell.cfg.schedule, after, after + outage))
+    shell.add(*(job(f, outcome="Complete") for f in fires))
+    shell.reconciles = 0
+    return shell, fires
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone", "outage", "after"),
+    [
+        ("0 * * * *", "Europe/Berlin", timedelta(hours=48), FALL_BACK - timedelta(hours=24)),  # hourly, 48 h
+        ("30 2 * * *", "Europe/Berlin", timedelta(days=14), FALL_BACK - timedelta(days=7)),  # daily, 14 days
+        ("*/5 * * * *", "UTC", timedelta(hours=24), T0),  # 288 Jobs
+    ],
+)
+def test_a_backlog_after_an_outage_is_counted_within_a_few_reconciles(
+    schedule: str, zone: str, outage: timedelta, after: datetime
+) -> None:
+    shell, fires = _backlog(schedule, zone, outage, after)
+    now = after + outage + timedelta(minutes=1)
+    limit = math.ceil(len(fires) / JOBS_MAX) + 2  # each reconcile follows the releases of the last one
+    for _ in range(limit):
+        final = shell.reconcile(now)
+        now += timedelta(seconds=2)
+        if not shell.holding() and not final.jobs:
+            break
+    repeated = sum(1 for f in fires if repeat_of(shell.cfg.schedule, f))  # the fall-back's second 02:30: its key
+    expected = {"runs": len(fires) - repeated, "succeeded": len(fires) - repeated, "duplicates": repeated}
+    assert counts(final) == {k: v for k, v in expected.items() if v}, shell.reconciles
+    assert shell.holding() == [] and shell.reconciles <= limit
+
+
+# -- 3. a wall-clock time repeated at a fall-back, in an hour with several fires
+
+
+@pytest.mark.parametrize(("schedule", "repeats"), [("0,30 2 * * *", 2), ("*/20 2 * * *", 3), ("* 2 * * *", 60)])
+def test_every_repeated_fire_of_the_hour_takes_the_first_ones_key(schedule: str, repeats: int) -> None:
+    parsed = parse(schedule, "Europe/Berlin")
+    fires = list(fires_between(parsed, FALL_BACK - timedelta(hours=2), FALL_BACK + timedelta(hours=2)))
+    assert len(fires) == 2 * repeats
+    found = [
+        keys.scheduled_time(
+            annotations={naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(f)},
+            job_name="x",
+            cronjob=None,
+            created=f + timedelta(seconds=1),
+            schedule=parsed,
+        )
+        for f in fires
+    ]
+    assert all(f.problem is None for f in found)
+    assert [f.key("t") for f in found[repeats:]] == [f.key("t") for f in found[:repeats]]
+    assert len({f.time for f in found}) == repeats
+
+
+def test_catch_up_starts_each_repeated_wall_time_once() -> None:
+    """The controller was down over the fall-back night: `0,30 2` had four fires, two wall-clock times."""
+    cfg = TaskConfig(task="report", cronjob=CRONJOB, schedule=parse("0,30 2 * * *", "Europe/Berlin"), catch_up=6 * 3600)
+    base = advance(None, cfg, [], FALL_BACK - timedelta(hours=2)).status
+    result = advance(base, cfg, [], FALL_BACK + timedelta(hours=1))
+    assert result.status.catch_up == ["2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z"]
+    assert counts(result.status) == {}
