@@ -296,7 +296,7 @@ def asked_time(kind: str, now: datetime, cronjob: Mapping[str, Any], wanted: dat
         raise PluginError(f"the CronJob's schedule cannot be read: {error}") from None
     moment = wanted.astimezone(UTC)
     moment = repeat_of(schedule, moment) or moment  # the fall-back repeat of a fire is that fire (its key)
-    if next_fire(schedule, moment - timedelta(seconds=1)) != moment:
+    if previous_fire(schedule, moment) != moment:
         before, after = previous_fire(schedule, moment), next_fire(schedule, moment)
         nearest = " and ".join(keys.rfc3339(t) for t in (before, after) if t is not None)
         raise PluginError(

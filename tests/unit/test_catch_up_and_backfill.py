@@ -344,3 +344,50 @@ def test_odd_catch_up_entries_written_by_hand_are_dropped() -> None:
     )
     status, result = step(status, cfg, [], T0 + timedelta(seconds=5))
     assert not status.catch_up and result.starts == []
+
+
+def test_overlapping_backfills_of_a_task_are_refused_at_apply_and_never_run_a_fire_twice() -> None:
+    """Refused by the webhook; stored anyway (the webhook bypassed), the later one leaves the earlier one's fires
+    to it and says so. Europe/Berlin over the fall-back night: the repeat of 02:30 is one fire."""
+    task = {"name": "report", "schedule": "30 2 * * *", "timeZone": "Europe/Berlin", "command": ["x"]}
+    body: dict[str, Any] = {"metadata": {"name": "shop"}, "spec": {"deploymentRef": {"name": "web"}, "tasks": [task]}}
+    night = datetime(2026, 10, 25, 1, 0, tzinfo=UTC)
+    first = {"name": "a", "task": "report", "from": stamp(night - timedelta(days=3)), "to": stamp(night)}
+    second = {
+        "name": "b",
+        "task": "report",
+        "from": stamp(night - timedelta(days=1)),
+        "to": stamp(night + timedelta(days=2)),
+    }
+    body["spec"]["backfills"] = [first, second]
+    refusal = admission.check_appschedule(body, night + timedelta(days=5)) or ""
+    assert "spec.backfills[1]: its range overlaps backfill 'a' (spec.backfills[0])" in refusal
+    body["spec"]["backfills"] = [first, {**second, "from": stamp(night + timedelta(hours=1))}]
+    assert admission.check_appschedule(body, night + timedelta(days=5)) is None
+    schedule = parse("30 2 * * *", "Europe/Berlin")
+    a = runs.BackfillRequest.read({**first, "parallel": 10}, 0)
+    b = runs.BackfillRequest.read({**second, "parallel": 10}, 1)
+    now = night + timedelta(days=5)
+    step_a = runs.backfill_step(a, schedule, [], now)
+    assert a.start and a.end
+    taken = {f: "a" for f in runs.backfill_fires(schedule, a.start, a.end)}
+    step_b = runs.backfill_step(b, schedule, [], now, taken)
+    started = [*step_a.starts, *step_b.starts]
+    assert len(started) == len(set(started)) == 4  # 23, 24, 25 (once: 00:30 UTC, not its repeat), 26 October
+    assert step_b.status.message and "1 of its fires are backfill 'a'" in step_b.status.message
+
+
+def test_a_backfill_from_the_first_second_of_1970_is_planned() -> None:
+    for zone in ("UTC", "Europe/Berlin"):
+        request = runs.BackfillRequest.read(
+            {"name": "f", "task": "report", "from": "1970-01-01T00:00:00Z", "to": "1970-01-03T00:00:00Z"}, 0
+        )
+        step = runs.backfill_step(request, parse("0 0 * * *", zone), [], T0)
+        assert step.status.state == "Running", step.status.message
+        assert step.status.fires == (3 if zone == "UTC" else 2)  # Berlin's midnight is 23:00 UTC the day before
+
+
+def test_a_backfill_entry_holding_anything_is_invalid_in_ascii_within_the_bound() -> None:
+    for odd in ({"name": "f\u00e9\n" * 40, "task": "r\u00e9", "from": "x" * 400, "to": "y"}, {"from": "\u00e9"}):
+        step = runs.backfill_step(runs.BackfillRequest.read(odd, 0), parse("* * * * *"), [], T0)
+        assert step.status.state == "Invalid" and step.status.message is not None

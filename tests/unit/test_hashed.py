@@ -163,3 +163,27 @@ def test_h_in_the_day_of_month_stays_within_days_every_month_has() -> None:
         resolve_hashed("0 0 H/30 2 *", SEED)
     for n in range(100):  # valid for every task, whatever its names hash to
         parse(resolve_hashed("H H H/7 2 *", hashed_seed("ns", "app", f"t{n}")), "Europe/Berlin")
+
+
+@pytest.mark.parametrize("expression", ["0 0 31 H *", "0 0 30 H(1-3) *", "0 0 31 H/5 *"])
+def test_whether_h_is_valid_never_depends_on_the_names(expression: str) -> None:
+    """An H choice that can never fire (the month H picks has no 31st) is not taken: the webhook's check (hashed
+    with an empty seed) and every task's own resolution agree, for every name."""
+    for n in range(40):
+        resolved = resolve_hashed(expression, hashed_seed("ns", f"app{n}", "report"))
+        assert parse(resolved, "Europe/Berlin").expression == resolved
+    appschedule, deployment = _example()
+    appschedule["spec"]["tasks"][0]["schedule"] = expression
+    assert "weekly-report" in valid_tasks(appschedule["spec"])
+    assert render(appschedule, deployment).errors == []
+
+
+def test_an_h_schedule_that_can_never_fire_is_invalid_for_every_name_and_declares_nothing() -> None:
+    """Stored while validation was bypassed, it never claims its task from a younger valid AppSchedule."""
+    appschedule, deployment = _example()
+    appschedule["spec"]["tasks"][0]["schedule"] = "0 0 30 H(2-2) *"
+    assert "weekly-report" not in valid_tasks(appschedule["spec"])
+    for n in range(10):
+        appschedule["metadata"]["name"] = f"app{n}"
+        (error,) = render(appschedule, deployment).errors
+        assert error.task == "weekly-report" and "can never fire" in str(error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,29 @@ def test_backfills_and_caught_up_runs_are_shown_in_80_columns() -> None:
     assert "    started 999/1000  active 10  succeeded 988  failed 1" in shown
     assert "  backfill odd (nightly)  Invalid: x x" in shown
     assert history(item)["tasks"][0]["fires"][-1]["mark"] == "C"
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("1970-01-01T00:00:00Z", None),  # the first second there is: a fire of a schedule at 01:00 Berlin (CET)
+        ("1970-01-01T00:00:00+01:00", "give a time between 1970-01-01 and 9990-01-01"),
+        ("9999-12-31T23:00:00Z", "give a time between 1970-01-01 and 9990-01-01"),
+        ("0001-01-01T00:00:00Z", "give a time between 1970-01-01 and 9990-01-01"),
+    ],
+)
+def test_times_at_the_edges_are_refused_clearly_or_answered_never_raised(given: str, said: str | None) -> None:
+    """rerun --time and backfill --from/--to at the ends of time: a refusal naming the flag, never a traceback."""
+    from appschedule.plugin import _time_arg
+
+    at_one = {**CRONJOB, "spec": {**CRONJOB["spec"], "schedule": "0 1 * * *"}}
+    if said is None:
+        moment = _time_arg(given)
+        assert asked_time("rerun", NOW, at_one, moment) == moment
+        entry, fires = backfill_entry(at_one, "nightly", moment, _time_arg("1970-01-03T00:00:00Z"), 1, 10, NOW)
+        assert entry["from"] == given and len(fires) == 3
+        return
+    with pytest.raises(PluginError, match=re.escape(f"--time '{given}': {said}")):
+        _time_arg(given)
+    with pytest.raises(PluginError, match=re.escape(f"--from '{given}': {said}")):
+        _time_arg(given, "--from")

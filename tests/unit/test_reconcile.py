@@ -312,10 +312,12 @@ def test_backfills_at_the_schemas_bound_and_odd_entries_are_planned_not_raised(
     shown = {b["name"]: b for b in decided.status["backfills"]}
     assert len(shown) == 10 and "eleventh" not in shown  # the bound
     assert shown[""]["state"] == "Invalid" and "spec.backfills[8]" in shown[""]["message"]  # "not a map"
-    for i in range(7):
-        assert (shown[f"fall-{i}"]["state"], shown[f"fall-{i}"]["fires"]) == ("Running", 1), shown[f"fall-{i}"]
+    assert (shown["fall-0"]["state"], shown["fall-0"]["fires"]) == ("Running", 1), shown["fall-0"]
+    for i in range(1, 7):  # the same range: its fire is fall-0's, never run twice
+        assert (shown[f"fall-{i}"]["state"], shown[f"fall-{i}"]["fires"]) == ("Complete", 0), shown[f"fall-{i}"]
+        assert "backfill 'fall-0'" in shown[f"fall-{i}"]["message"]
     assert shown["odd-1"]["state"] == "Invalid" and "spec.backfills[7].from" in shown["odd-1"]["message"]
     assert shown["odd-3"]["state"] == "Invalid"
     assert all(m["metadata"]["annotations"]["appschedule.dev/run-kind"] == "backfill" for m in decided.create)
-    assert len(decided.create) == 7  # one each at once (parallel 1)
+    assert len(decided.create) == 1  # the one fire, once
     assert decided.apply == []

@@ -134,6 +134,7 @@ def check_appschedule(appschedule: Mapping[str, Any], now: datetime | None = Non
 
 def _check_backfills(spec: Mapping[str, Any], now: datetime) -> str | None:
     declared = {t.get("name") for t in _list(spec.get("tasks")) if isinstance(t, Mapping)}
+    earlier: list[tuple[int, BackfillRequest]] = []
     for index, entry in enumerate(_list(spec.get("backfills"))):
         request = BackfillRequest.read(entry, index)
         if request.problem:
@@ -144,6 +145,15 @@ def _check_backfills(spec: Mapping[str, Any], now: datetime) -> str | None:
             return (
                 f"spec.backfills[{index}].to: {keys.rfc3339(request.end)} is in the future; a backfill runs past fires"
             )
+        for other_index, other in earlier:
+            assert request.start and request.end and other.start and other.end
+            if other.task == request.task and request.start <= other.end and other.start <= request.end:
+                return (
+                    f"spec.backfills[{index}]: its range overlaps backfill {other.name!r} "
+                    f"(spec.backfills[{other_index}]) of task {request.task!r}, so a fire would run twice; "
+                    "remove that one first or split the ranges"
+                )
+        earlier.append((index, request))
     return None
 
 

@@ -65,6 +65,12 @@ def given_time(flag: str, text: str) -> datetime:
         raise ValueError(f"{flag} {text!r}: not an RFC 3339 time like 2026-03-07T12:00:00Z") from None
     if moment.tzinfo is None:
         raise ValueError(f"{flag} {text!r}: give a time zone offset or Z")
+    try:
+        inside = in_range(moment.astimezone(UTC))
+    except (OverflowError, ValueError):  # 0001-01-01T00:00:00+01:00 has no UTC time
+        inside = False
+    if not inside:
+        raise ValueError(f"{flag} {text!r}: give a time between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)")
     return moment
 
 

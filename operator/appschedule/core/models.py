@@ -597,7 +597,12 @@ class BackfillStatus(Model):
     succeeded: int | None = Field(None, description="Runs that succeeded.")
     failed: int | None = Field(None, description="Runs that failed.")
     next: Time | None = Field(None, description="The next fire to start.")
-    message: str | None = Field(None, max_length=256, pattern=ASCII, description="Why it is Invalid.")
+    message: str | None = Field(
+        None,
+        max_length=256,
+        pattern=ASCII,
+        description="Why it is Invalid, or which fires of its range another backfill runs.",
+    )
 
 
 class AppScheduleStatus(Model):

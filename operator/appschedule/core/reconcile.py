@@ -252,6 +252,7 @@ def _backfills(
     found: list[BackfillStatus] = []
     names: set[str] = set()
     identities: set[str] = set()
+    taken: dict[str, dict[datetime, str]] = {}  # by task: the fires earlier backfills run, and which one
     for index, entry in enumerate(entries):
         request = runs.BackfillRequest.read(entry, index)
         if request.name in names:
@@ -261,7 +262,11 @@ def _backfills(
         cronjob, spec = running.get(request.task, ("", {}))
         config = task_config(request.task, cronjob, spec, 0) if cronjob else None
         jobs = world.jobs.get(request.task, ())
-        step = runs.backfill_step(request, config.schedule if config else None, jobs, now)
+        mine = taken.setdefault(request.task, {})
+        step = runs.backfill_step(request, config.schedule if config else None, jobs, now, mine)
+        if config is not None and step.status.state != "Invalid" and request.start and request.end:
+            for fire in runs.backfill_fires(config.schedule, request.start, request.end):
+                mine.setdefault(fire, request.name)
         found.append(step.status)
         manifest = {"metadata": {"name": cronjob, "namespace": view.namespace}, "spec": spec}
         out.create.extend(

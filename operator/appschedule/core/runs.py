@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from . import keys, naming
@@ -25,7 +25,7 @@ from .keys import parse_time, rfc3339
 from .models import BACKFILL_FIRES_MAX, BackfillStatus, duration_seconds
 
 __all__ = ["duration_seconds"]
-from .schedule import Schedule, next_fire, repeat_of
+from .schedule import Schedule, next_fire, previous_fire, repeat_of
 from .view import JobView
 
 
@@ -91,7 +91,8 @@ def backfill_fires(
 @functools.lru_cache(maxsize=256)
 def _fires(schedule: Schedule, start: datetime, end: datetime, limit: int) -> tuple[datetime, ...] | str:
     found: list[datetime] = []
-    moment = next_fire(schedule, start.replace(microsecond=0) - timedelta(seconds=1))
+    start = start.replace(microsecond=0)
+    moment = start if previous_fire(schedule, start) == start else next_fire(schedule, start)  # from 1970-01-01 too
     while moment is not None and moment <= end:
         if repeat_of(schedule, moment) is None:
             found.append(moment)
@@ -140,6 +141,12 @@ class BackfillRequest:
         return f"{self.name}.{naming.short_hash(*span, length=6)}"
 
 
+def _said(text: str, limit: int) -> str:
+    """Text for the status, which holds printable ASCII only and bounds each string: anything else escaped."""
+    escaped = text.encode("ascii", "backslashreplace").decode()
+    return "".join(c if " " <= c <= "~" else " " for c in escaped)[:limit]
+
+
 @dataclass
 class BackfillStep:
     status: BackfillStatus
@@ -147,15 +154,20 @@ class BackfillStep:
 
 
 def backfill_step(
-    request: BackfillRequest, schedule: Schedule | None, jobs: Sequence[JobView], now: datetime
+    request: BackfillRequest,
+    schedule: Schedule | None,
+    jobs: Sequence[JobView],
+    now: datetime,
+    taken: Mapping[datetime, str] | None = None,
 ) -> BackfillStep:
     """A backfill's progress from its Jobs in the view, and the fires to start now: the oldest that have no
-    Job, so that at most ``parallel`` of its runs are active."""
+    Job, so that at most ``parallel`` of its runs are active. ``taken``: fires an earlier backfill of the task
+    (by spec order) runs, each with that backfill's name: never started twice, and said in the status."""
+
+    name, task = _said(request.name, 63), _said(request.task, 63)
 
     def invalid(message: str) -> BackfillStep:
-        return BackfillStep(
-            BackfillStatus(name=request.name, task=request.task, state="Invalid", message=message[:512])
-        )
+        return BackfillStep(BackfillStatus(name=name, task=task, state="Invalid", message=_said(message, 256)))
 
     if request.problem:
         return invalid(request.problem)
@@ -168,6 +180,8 @@ def backfill_step(
         fires = backfill_fires(schedule, request.start, request.end)
     except ValueError as error:
         return invalid(f"{error}; split the range (at most {BACKFILL_FIRES_MAX} fires per backfill)")
+    others = [t for t in fires if taken and t in taken]
+    fires = [t for t in fires if not (taken and t in taken)]
     mine = [j for j in jobs if j.annotations.get(naming.ANNOTATION_BACKFILL) == request.identity]
     have = {j.annotations.get(naming.ANNOTATION_SCHEDULED_TIME) for j in mine}
     active = sum(1 for j in mine if not (j.outcome or j.deleting))
@@ -177,8 +191,8 @@ def backfill_step(
     done = not todo and active == 0
     return BackfillStep(
         BackfillStatus(
-            name=request.name,
-            task=request.task,
+            name=name,
+            task=task,
             state="Complete" if done else "Running",
             fires=len(fires),
             started=started,
@@ -186,6 +200,9 @@ def backfill_step(
             succeeded=sum(1 for j in mine if j.outcome == "Complete"),
             failed=sum(1 for j in mine if j.outcome == "Failed"),
             next=rfc3339(todo[0]) if todo else None,
+            message=_said(f"{len(others)} of its fires are backfill {taken[others[0]]!r}'s: not run twice", 256)
+            if others and taken
+            else None,
         ),
         starts,
     )

@@ -217,10 +217,30 @@ def resolve_hashed(expression: str, seed: str) -> str:
         return expression  # parse explains whatever is wrong with it
     if not any(item.startswith("H") for text in fields for item in text.split(",")):
         return expression  # THU, or an H parse refuses: untouched
-    for index, text in enumerate(fields):
-        items = [_resolve_item(i, index, seed) if i.startswith("H") else i for i in text.split(",")]
-        parts[2 * index] = ",".join(items)
-    return "".join(parts)
+    resolved = ""
+    for attempt in range(HASH_ATTEMPTS):
+        salted = seed if attempt == 0 else f"{seed}\x00retry{attempt}"
+        for index, text in enumerate(fields):
+            items = [_resolve_item(i, index, salted) if i.startswith("H") else i for i in text.split(",")]
+            parts[2 * index] = ",".join(items)
+        resolved = "".join(parts)
+        if _fires_ever(resolved):
+            return resolved
+    return resolved  # no choice tried can fire: parse says so, whatever the names
+
+
+HASH_ATTEMPTS = 64  # choices tried for an H form whose first choice can never fire (0 0 31 H *: February)
+
+
+def _fires_ever(expression: str) -> bool:
+    """Whether a resolved schedule can fire (or is wrong for another reason, which parse reports): an H choice
+    that makes a schedule that never fires is not taken, so whether a schedule with H is valid never depends on
+    the names it is hashed from."""
+    try:
+        parse(expression)
+    except ScheduleError as error:
+        return "can never fire" not in str(error)
+    return True
 
 
 def _resolve_item(item: str, index: int, seed: str) -> str:
