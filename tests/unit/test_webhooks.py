@@ -14,6 +14,8 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from appschedule import cli
 from appschedule.core import admission, naming, render
@@ -344,3 +346,40 @@ def test_the_heartbeat_is_read_as_written() -> None:
     assert state["workers"]["queued"] == 3 and state["stuck"] is None
     heartbeat.beat({"requests": {f"namespace-{i}": i for i in range(10_000)}}, None)  # past the buffer
     assert heartbeat.read()["workers"] is None and heartbeat.read()["beat"] > 0
+
+
+_leaf = st.one_of(st.none(), st.integers(), st.text(max_size=3))
+_tree = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "c/d", "e~f"]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+_objects = st.dictionaries(st.sampled_from(["a", "b", "c/d", "e~f"]), _tree, max_size=4)
+
+
+@given(_objects, _objects)
+@settings(max_examples=400, deadline=None)
+def test_the_json_patch_applies_the_merge_whatever_the_object(obj: dict[str, Any], merge: dict[str, Any]) -> None:
+    """Built from the merge alone (no diff of the object), it does exactly what RFC 7386 says."""
+    assert jsonpatch.apply_patch(obj, admission.json_patch(obj, merge)) == webhooks_merge(obj, merge)
+
+
+def test_the_key_webhooks_patch_grows_with_what_it_adds_not_with_the_job() -> None:
+    """A 3.7 MiB Job (long args in each of three containers): the patch is each container's env and the
+    annotations, a few hundred bytes, whatever the rest of the Job holds."""
+    job = job_from_cronjob("shop-report-29819100", {naming.CRONJOB_SCHEDULED_TIMESTAMP: "2026-09-11T17:00:00Z"})
+    pod = job["spec"]["template"]["spec"]
+
+    class Untouched(list[str]):  # the Job's own content: never copied, never walked into
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise AssertionError("the patch copied what the webhook does not change")
+
+    big = Untouched(["x" * 1024] * 1200)
+    pod["containers"] = [{**pod["containers"][0], "name": f"c{i}", "args": big} for i in range(3)]
+    assert len(json.dumps(job)) > 3_600_000
+    ops = admission.json_patch(job, admission.mutate_job(job, NOW))
+    assert len(json.dumps(ops)) < 8_000, [op["path"] for op in ops]
+    assert {op["path"] for op in ops} >= {f"/spec/template/spec/containers/{i}/env" for i in range(3)}
+    assert jsonpatch.apply_patch(job, ops, in_place=True) == webhooks_merge(job, admission.mutate_job(job, NOW))

@@ -36,8 +36,6 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import jsonpatch  # kopf's own dependency: the JSON patch of a merge
-
 from . import keys, naming
 from .render import render
 from .runs import BackfillRequest
@@ -216,26 +214,57 @@ def respond(
 
 
 def json_patch(obj: Mapping[str, Any], merge: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The JSON patch (RFC 6902) that turns ``obj`` into ``obj`` merged with ``merge`` (RFC 7386, lists replaced)."""
-    if not merge:
-        return []
-    merged = copy.deepcopy(dict(obj))
-    _merge_into(merged, merge)
-    ops: list[dict[str, Any]] = jsonpatch.JsonPatch.from_diff(dict(obj), merged).patch
+    """The JSON patch (RFC 6902) that turns ``obj`` into ``obj`` merged with ``merge`` (RFC 7386, lists replaced),
+    built from what ``merge`` says, never from a diff of the whole object: its cost follows what the webhook adds,
+    not the Job's size. A list the merge replaces with one of the same length (a pod's containers, each given
+    its env) becomes operations on the fields of each element that changed."""
+    ops: list[dict[str, Any]] = []
+    _ops(obj, merge, "", ops)
     return ops
 
 
-def _merge_into(target: dict[str, Any], merge: Mapping[str, Any]) -> None:
+def _pointer(path: str, key: object) -> str:
+    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def _ops(target: Mapping[str, Any], merge: Mapping[str, Any], path: str, ops: list[dict[str, Any]]) -> None:
     for key, value in merge.items():
+        where = _pointer(path, key)
+        present = key in target
+        current = target.get(key)
         if value is None:
-            target.pop(key, None)
-        elif isinstance(value, Mapping):
-            inner = target.get(key)
-            if not isinstance(inner, dict):
-                inner = target[key] = {}
-            _merge_into(inner, value)
-        else:
-            target[key] = copy.deepcopy(value)
+            if present:
+                ops.append({"op": "remove", "path": where})
+        elif isinstance(value, Mapping) and isinstance(current, Mapping):
+            _ops(current, value, where, ops)
+        elif isinstance(value, list) and isinstance(current, list) and len(value) == len(current):
+            for index, (old, new) in enumerate(zip(current, value, strict=True)):
+                if isinstance(old, Mapping) and isinstance(new, Mapping):
+                    _replace_fields(old, new, _pointer(where, index), ops)
+                elif old != new:
+                    ops.append({"op": "replace", "path": _pointer(where, index), "value": copy.deepcopy(new)})
+        elif not present:
+            ops.append({"op": "add", "path": where, "value": _pruned(value)})
+        elif current != value or isinstance(value, Mapping):
+            ops.append({"op": "replace", "path": where, "value": _pruned(value)})
+
+
+def _replace_fields(old: Mapping[str, Any], new: Mapping[str, Any], path: str, ops: list[dict[str, Any]]) -> None:
+    """``old`` (an element of a list) becomes ``new``: the fields that differ, each as one operation."""
+    for key, value in new.items():
+        if key not in old:
+            ops.append({"op": "add", "path": _pointer(path, key), "value": copy.deepcopy(value)})
+        elif old[key] != value:
+            ops.append({"op": "replace", "path": _pointer(path, key), "value": copy.deepcopy(value)})
+    for key in old.keys() - new.keys():
+        ops.append({"op": "remove", "path": _pointer(path, key)})
+
+
+def _pruned(value: Any) -> Any:
+    """A merge value as it lands where nothing was: a null in it means absent."""
+    if isinstance(value, Mapping):
+        return {k: _pruned(v) for k, v in value.items() if v is not None}
+    return copy.deepcopy(value)
 
 
 def configurations(name: str, kinds: Iterable[str], client: Mapping[str, Any]) -> list[dict[str, Any]]:
