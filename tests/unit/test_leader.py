@@ -183,3 +183,71 @@ def test_a_release_right_after_a_takeover_keeps_the_count_of_transitions() -> No
     b.release()
     asyncio.run(c.step())
     assert c.leading and api.lease["spec"]["leaseTransitions"] == 2
+
+
+def test_a_slow_write_is_abandoned_before_the_lease_can_pass() -> None:
+    """A write that passed the fence just before it closed, to an API server that takes its time: the client
+    gives up and closes the connection before another replica could take the Lease (a real HTTP server on
+    loopback that never answers; the status PUT, which urllib3 would retry as idempotent, included)."""
+    import socket
+    import threading
+    import time
+    from collections.abc import Callable
+
+    from kubernetes import client as k8s
+    from urllib3.exceptions import HTTPError
+
+    from appschedule.shell.api import Cluster
+    from appschedule.shell.leader import FENCE_SLACK
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    closed: list[float] = []  # when the server saw each connection closed by the client
+
+    def hold(connection: socket.socket) -> None:
+        connection.settimeout(30)
+        try:
+            while connection.recv(65536):  # read the request, answer nothing, until the client goes
+                pass
+        except OSError:
+            pass
+        closed.append(time.monotonic())
+        connection.close()
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=hold, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    configuration = k8s.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
+    cluster = Cluster(k8s.ApiClient(configuration))
+    elector = LeaderElector(
+        k8s.ApiClient(configuration), "ns", "lease", "a", on_lead=lambda: None, on_follow=lambda: None
+    )
+    elector.leading = True
+    cluster.fence = elector.fence
+    appschedule = {"metadata": {"name": "shop", "namespace": "shop", "resourceVersion": "1"}, "spec": {}}
+    try:
+        writes: list[Callable[[], object]] = [
+            lambda: cluster.replace_status(appschedule, {}),
+            lambda: cluster.release_job("shop", "j", "f"),
+        ]
+        for write in writes:
+            elector.renewed_at = time.monotonic() - (RENEW_DEADLINE_SECONDS - 0.5)  # the fence about to close
+            lease_passes = elector.renewed_at + LEASE_SECONDS
+            with pytest.raises(HTTPError):  # timed out (not Fenced: the write passed the fence)
+                write()
+            assert time.monotonic() <= lease_passes - FENCE_SLACK + 0.5
+            until = time.monotonic() + 5
+            while not closed and time.monotonic() < until:
+                time.sleep(0.05)
+            assert closed and max(closed) < lease_passes  # nothing of it is left on the wire when another leads
+            closed.clear()
+    finally:
+        server.close()

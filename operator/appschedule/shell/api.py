@@ -78,6 +78,13 @@ class Cluster:
     def __init__(self, api: client.ApiClient, timeout: tuple[float, float] = TIMEOUT) -> None:
         self.api = api
         self.timeout = timeout
+        # urllib3 sends an idempotent request (PUT, DELETE, GET) again after a read timeout, up to three times:
+        # a status PUT that passed the fence could then land long after it closed. No request is sent twice here;
+        # a failed one fails the reconcile, which the work queue retries with back-off, through the fence again.
+        pool = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+        if pool is not None:
+            pool.connection_pool_kw["retries"] = False
+            pool.clear()
         self.custom = client.CustomObjectsApi(api)
         self.apps = client.AppsV1Api(api)
         self.batch = client.BatchV1Api(api)
@@ -85,13 +92,18 @@ class Cluster:
         self._lock = threading.Lock()
         self._inflight: dict[int, float] = {}
         self.requests: Counter[str] = Counter()  # by namespace, for the liveness probe and tests
-        # called before every write of a reconcile; raises (leader.Fenced) when this replica may not write
-        self.fence: Callable[[], None] | None = None
+        # called before every write of a reconcile; raises (leader.Fenced) when this replica may not write, else
+        # says how many seconds it may still write (before its Lease could pass to another replica)
+        self.fence: Callable[[], float] | None = None
 
-    def _write(self) -> None:
-        """Before every write of a reconcile: refused (leader.Fenced) when this replica may not write."""
-        if self.fence is not None:
-            self.fence()
+    def _write(self) -> tuple[float, float] | float:
+        """Before every write of a reconcile: refused (leader.Fenced) when this replica may not write. Returns the
+        write's timeout: under a Lease, one total bound (connect and answer together) that ends before the Lease
+        could pass to another replica, so no write of this replica is still waiting when another one leads."""
+        if self.fence is None:
+            return self.timeout
+        left = self.fence()
+        return max(0.1, min(left, sum(self.timeout)))
 
     @contextmanager
     def _call(self, namespace: str) -> Iterator[None]:
@@ -161,7 +173,7 @@ class Cluster:
     def apply_cronjob(self, manifest: Mapping[str, Any], *, force: bool) -> dict[str, Any]:
         """Server-side apply. Without ``force`` (a CronJob we do not hold yet) a CronJob of the same name
         whose fields someone else manages makes it fail with 409 instead of taking it over."""
-        self._write()
+        timeout = self._write()
         with self._call(str(manifest["metadata"]["namespace"])):
             return self._json(
                 self.batch.patch_namespaced_cron_job(
@@ -172,19 +184,19 @@ class Cluster:
                     force=force,
                     _content_type="application/apply-patch+yaml",
                     _preload_content=False,
-                    _request_timeout=self.timeout,
+                    _request_timeout=timeout,
                 )
             )
 
     def delete_cronjob(self, namespace: str, name: str, uid: str | None) -> None:
-        self._write()
+        timeout = self._write()
         options = client.V1DeleteOptions(
             propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid) if uid else None
         )
         with self._call(namespace):
             try:
                 self.batch.delete_namespaced_cron_job(
-                    name, namespace, body=options, _preload_content=False, _request_timeout=self.timeout
+                    name, namespace, body=options, _preload_content=False, _request_timeout=timeout
                 )
             except ApiException as error:
                 if error.status not in (404, 409):
@@ -193,13 +205,13 @@ class Cluster:
     def create_job(self, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
         """Create a Job the operator starts (a catch-up, a backfill's run); None when one of that name exists
         already (an earlier leader made it, or the CronJob controller made the fire's own)."""
-        self._write()
+        timeout = self._write()
         namespace = str(manifest["metadata"]["namespace"])
         with self._call(namespace):
             try:
                 return self._json(
                     self.batch.create_namespaced_job(
-                        namespace, manifest, _preload_content=False, _request_timeout=self.timeout
+                        namespace, manifest, _preload_content=False, _request_timeout=timeout
                     )
                 )
             except ApiException as error:
@@ -209,12 +221,12 @@ class Cluster:
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete a backfill's Job (its backfill was removed from the spec), its pods with it."""
-        self._write()
+        timeout = self._write()
         options = client.V1DeleteOptions(propagation_policy="Background")
         with self._call(namespace):
             try:
                 self.batch.delete_namespaced_job(
-                    name, namespace, body=options, _preload_content=False, _request_timeout=self.timeout
+                    name, namespace, body=options, _preload_content=False, _request_timeout=timeout
                 )
             except ApiException as error:
                 if error.status not in (404, 409):
@@ -223,7 +235,7 @@ class Cluster:
     def release_job(self, namespace: str, name: str, finalizer: str) -> dict[str, Any] | None:
         """Remove our finalizer from a Job and mark it filed (the ledger is done with it: a status that lists
         only a few Jobs needs the Job to say so), in one patch; None when the Job is gone."""
-        self._write()
+        timeout = self._write()
         patch = {
             "metadata": {
                 "$deleteFromPrimitiveList/finalizers": [finalizer],
@@ -239,7 +251,7 @@ class Cluster:
                         patch,
                         _content_type="application/strategic-merge-patch+json",
                         _preload_content=False,
-                        _request_timeout=self.timeout,
+                        _request_timeout=timeout,
                     )
                 )
             except ApiException as error:
@@ -275,7 +287,7 @@ class Cluster:
     def replace_status(self, appschedule: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
         """PUT the status with the resourceVersion it was computed from: a 409 means the object moved on
         and the reconcile is run again from the newer view; no update is ever lost or written blind."""
-        self._write()
+        timeout = self._write()
         meta = appschedule["metadata"]
         body = {
             "apiVersion": naming.API_VERSION,
@@ -298,7 +310,7 @@ class Cluster:
                     meta["name"],
                     body,
                     _preload_content=False,
-                    _request_timeout=self.timeout,
+                    _request_timeout=timeout,
                 )
             )
 
@@ -315,7 +327,7 @@ class Cluster:
         return status
 
     def post_event(self, appschedule: Mapping[str, Any], event: Event, now: datetime) -> None:
-        self._write()
+        timeout = self._write()
         meta = appschedule["metadata"]
         stamp = keys.rfc3339(now)
         body = {
@@ -338,6 +350,4 @@ class Cluster:
             "count": 1,
         }
         with self._call(meta["namespace"]):
-            self.core.create_namespaced_event(
-                meta["namespace"], body, _preload_content=False, _request_timeout=self.timeout
-            )
+            self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False, _request_timeout=timeout)

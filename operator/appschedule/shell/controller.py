@@ -277,6 +277,8 @@ class Controller:
             outcome = Outcome()
             if key not in self.store.appschedules:  # its Jobs can be counted by nobody: let them go
                 holding = [j.name for j in self.store.jobs_of(key) if j.finalizer]
+                if not key[1]:  # Jobs whose labels were removed after admission: the ledger finalized them
+                    holding += self.store.take_left(key[0])
                 outcome.released = await self._release(key[0], holding)
                 metrics.forget(key[0], key[1], {j.task for j in self.store.jobs_of(key)})
             return outcome

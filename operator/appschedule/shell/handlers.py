@@ -227,4 +227,15 @@ async def cronjob_event(event: Mapping[str, Any], namespace: str | None, name: s
 async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
     controller = _deleted(event, memo)
     if controller and namespace:
-        controller.wake_soon(controller.store.drop_job(namespace, name))
+        controller.wake_soon(controller.store.drop_job(namespace, name, held=_held(event)))
+
+
+def _held(event: Mapping[str, Any]) -> bool:
+    """A Job that left the watch holding the ledger's finalizer, not being deleted: its task label was removed
+    (a deleted Job leaves only once the finalizer is gone, or with a deletionTimestamp)."""
+    body = event.get("object")
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    if not isinstance(meta, Mapping) or meta.get("deletionTimestamp"):
+        return False
+    finalizers = meta.get("finalizers")
+    return isinstance(finalizers, list) and naming.LEDGER_FINALIZER in finalizers

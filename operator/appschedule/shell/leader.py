@@ -9,7 +9,9 @@ Fencing: ``may_write()`` is true only while the last successful renewal *started
 ``RENEW_DEADLINE_SECONDS`` ago. The API adapter (api.py) asks it before every write of a reconcile and
 refuses with ``Fenced`` otherwise, so a leader cut off from the API server stops writing at most 10 s
 after its last renewal, 5 s before the 15 s lease lets another replica take over, whether or not this
-loop has noticed yet.
+loop has noticed yet. A write that passed the fence is bounded too: ``fence()`` returns the time left
+until 1 s before the lease could pass, and api.py makes that the write's total timeout (connect and
+answer), so a slow write is abandoned, its connection closed, before another replica can lead.
 
 A leader that stops on purpose (SIGTERM: a rolling update, a drain) first stops its workers, then
 releases the Lease (core/lease.released), so a standby takes over at its next retry, not after the lease.
@@ -29,10 +31,11 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from ..core.lease import RENEW_DEADLINE_SECONDS, RETRY_SECONDS, LeaseRecord, claim, may_take, released
+from ..core.lease import LEASE_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_SECONDS, LeaseRecord, claim, may_take, released
 
 log = logging.getLogger("appschedule.leader")
 TIMEOUT = (2.0, 4.0)  # seconds to connect, to answer: one attempt stays well inside the renew deadline
+FENCE_SLACK = 1.0  # seconds a write of the leader ends before its Lease could pass (clocks, the answer's way back)
 
 
 class Fenced(Exception):
@@ -62,10 +65,15 @@ class LeaderElector:
     def may_write(self) -> bool:
         return self.leading and self.renewed_at is not None and self.clock() - self.renewed_at < RENEW_DEADLINE_SECONDS
 
-    def fence(self) -> None:
-        """Raise ``Fenced`` unless this replica may write now (api.py calls it before every write)."""
+    def fence(self) -> float:
+        """Raise ``Fenced`` unless this replica may write now (api.py calls it before every write); else the
+        seconds the write may take: until ``FENCE_SLACK`` before another replica could take the Lease (its
+        holder renewed it at ``renewed_at`` at the latest), at least the fence's margin (LEASE_SECONDS -
+        RENEW_DEADLINE_SECONDS) minus the slack."""
         if not self.may_write():
             raise Fenced(f"not the leader on Lease {self.namespace}/{self.name}: no write")
+        assert self.renewed_at is not None
+        return self.renewed_at + LEASE_SECONDS - FENCE_SLACK - self.clock()
 
     def _read(self) -> dict[str, Any] | None:
         try:

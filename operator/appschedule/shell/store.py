@@ -57,6 +57,8 @@ class Store:
     _named: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, CronJob name) -> AS
     _referencing: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, deployment) -> AS
     _runs: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, appschedule) -> Jobs
+    # Jobs that left the watch still holding the ledger's finalizer (their task label was removed), by namespace
+    _left: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
     # -- AppSchedules
 
@@ -194,14 +196,27 @@ class Store:
         if old is not None:
             _discard(self._runs, (old.namespace, old.appschedule), old.name)
         self._runs[view.namespace, view.appschedule].add(view.name)
-        return {(view.namespace, view.appschedule)} if view.appschedule else set()
+        if not view.appschedule:  # its AppSchedule label was removed: nobody can record it; (ns, "") lets it go
+            return {(view.namespace, "")} if view.finalizer else set()
+        return {(view.namespace, view.appschedule)}
 
-    def drop_job(self, namespace: str, name: str) -> set[Key]:
+    def drop_job(self, namespace: str, name: str, *, held: bool = False) -> set[Key]:
+        """A Job left the watch. ``held``: it still holds the ledger's finalizer and is not being deleted, so it
+        was not deleted but left the watch's selector (its task label was removed): it is let go by the
+        reconcile of (namespace, "") (``take_left``), as a Job whose AppSchedule is gone."""
+        woken: set[Key] = set()
+        if held:
+            self._left[namespace].add(name)
+            woken.add((namespace, ""))
         old = self.jobs.pop((namespace, name), None)
         if old is None:
-            return set()
+            return woken
         _discard(self._runs, (namespace, old.appschedule), name)
-        return {(namespace, old.appschedule)} if old.appschedule else set()
+        return woken | ({(namespace, old.appschedule)} if old.appschedule else set())
+
+    def take_left(self, namespace: str) -> list[str]:
+        """The Jobs of ``namespace`` that left the watch holding our finalizer, to release (once)."""
+        return sorted(self._left.pop(namespace, set()))
 
     def jobs_of(self, key: Key) -> list[JobView]:
         """The Jobs labelled with this AppSchedule's name."""
