@@ -40,7 +40,7 @@ def test_sizes_beyond_the_bounds_are_refused_at_the_spec() -> None:
     huge = {"deploymentRef": {"name": "web"}, "tasks": [task]}
     parsed = render.parse_spec(huge)
     assert parsed.spec is None and [str(e) for e in parsed.errors] == [
-        "spec: 1113 KiB; an AppSchedule's spec may be at most 256 KiB"
+        "spec: 1113 KiB; an AppSchedule's spec may be at most 144 KiB"
     ]
     tasks = [{"name": f"t{i}", "schedule": "* * * * *", "command": ["true"]} for i in range(1000)]
     many = {"deploymentRef": {"name": "web"}, "tasks": tasks}

@@ -63,6 +63,7 @@ from . import keys, naming
 from .keys import parse_time, rfc3339
 from .models import (
     CATCH_UP_MAX,
+    COUNT_MAX,
     JOBS_MAX,
     NAME_MAX,
     SUSPENSIONS_MAX,
@@ -195,7 +196,7 @@ class Tally:
         return cls(**(counts or Counts()).model_dump())
 
     def counts(self) -> Counts:
-        return Counts(**dataclasses.asdict(self))
+        return Counts(**{name: min(value, COUNT_MAX) for name, value in dataclasses.asdict(self).items()})
 
 
 @dataclass(frozen=True)
@@ -417,7 +418,7 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
                 book.tally.backfilled += 1
             if kind != "manual" and stamp in recent:  # run again: by hand or by a backfill
                 old = recent[stamp]
-                recent[stamp] = old.model_copy(update={"reruns": (old.reruns or 0) + 1})
+                recent[stamp] = old.model_copy(update={"reruns": min(COUNT_MAX, (old.reruns or 0) + 1)})
             records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created), kind=kind)
             continue
         if stamp in run_times:
@@ -425,11 +426,11 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
             book.note("DuplicateRun", f"{job.name} ({key})")
             if stamp in recent:
                 old = recent[stamp]
-                recent[stamp] = old.model_copy(update={"duplicates": (old.duplicates or 0) + 1})
+                recent[stamp] = old.model_copy(update={"duplicates": min(COUNT_MAX, (old.duplicates or 0) + 1)})
             records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
             continue
         created = parse_time(job.created) or book.now
-        delay = max(0, int((created - scheduled).total_seconds()))
+        delay = min(COUNT_MAX, max(0, int((created - scheduled).total_seconds())))
         book.tally.runs += 1
         caught_up = kind == "catch-up"
         book.catch_up = [t for t in book.catch_up if t != stamp]  # whoever ran it (the controller, a late watch)
@@ -863,5 +864,5 @@ def totals(tasks: Mapping[str, TaskStatus]) -> dict[str, int]:
     for status in tasks.values():
         if status.counts is not None:
             for name in sums:
-                sums[name] += getattr(status.counts, name)
+                sums[name] = min(COUNT_MAX, sums[name] + getattr(status.counts, name))
     return sums

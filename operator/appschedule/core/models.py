@@ -9,7 +9,9 @@ so ``kubectl get -o yaml`` shows what the user wrote.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -18,11 +20,57 @@ from pydantic.alias_generators import to_camel
 
 from . import naming
 
-Time = Annotated[str, Field(max_length=32, json_schema_extra={"format": "date-time"})]
-# Every string and list of the status has a bound (the API server enforces it), chosen so that the largest
-# status the schema allows (STATUS_TASKS_MAX tasks, every list full, every string at its maximum) stays
-# within STATUS_BYTES_MAX, under etcd's 1.5 MiB request limit: tests/unit/test_status_size.py builds it.
-STATUS_BYTES_MAX = 1024 * 1024
+# The whole object has one budget: etcd stores an object of at most OBJECT_BYTES_MAX (its default request
+# limit), and each part of an AppSchedule has its share of it. The spec's is checked at apply (the webhook) and
+# by every plan (render.parse_spec); the annotations' (kubectl's last-applied copy of the spec among them) is
+# the API server's own limit; managedFields follow the fields set, not their values, and are measured on the
+# real API server with the largest spec and status (tests/integration/test_budget.py); the rest of the
+# metadata (names, labels, owners, finalizers) is assumed within METADATA_BYTES_MAX; the status gets what is
+# left. Every string, list and number of the status has a bound (the API server enforces it), chosen so that
+# the largest status the schema allows (STATUS_TASKS_MAX tasks, every list full, every string and number at
+# its maximum) stays within its share: tests/unit/test_status_size.py builds it and checks the sum.
+OBJECT_BYTES_MAX = 1536 * 1024  # etcd's --max-request-bytes default
+SPEC_BYTES_MAX = 144 * 1024
+ANNOTATIONS_BYTES_MAX = 256 * 1024  # the API server's limit on metadata.annotations, kubectl's copy included
+# managedFields list every field path a manager set (fields_bytes estimates it): the spec's writer's share is
+# checked with the spec, the status' follows from its schema, and each entry's own fields (manager, time) get
+# the rest. One writer of the spec is assumed: several server-side appliers of the same fields each list them.
+SPEC_FIELDS_BYTES_MAX = 112 * 1024
+STATUS_FIELDS_BYTES_MAX = 88 * 1024
+MANAGED_FIELDS_BYTES_MAX = SPEC_FIELDS_BYTES_MAX + STATUS_FIELDS_BYTES_MAX + 8 * 1024
+METADATA_BYTES_MAX = 16 * 1024
+STATUS_BYTES_MAX = (
+    OBJECT_BYTES_MAX - SPEC_BYTES_MAX - ANNOTATIONS_BYTES_MAX - MANAGED_FIELDS_BYTES_MAX - METADATA_BYTES_MAX
+)
+COUNT_MAX = 10**12 - 1  # the largest count or number of seconds the status holds (32,000 years of seconds)
+Time = Annotated[str, Field(max_length=25, json_schema_extra={"format": "date-time"})]  # 2026-03-29T01:00:00+01:00
+# the lists that the schema makes maps (x-kubernetes-list-type: map), by path, with their key: managedFields list
+# each of their items
+SPEC_MAP_LISTS = {".tasks": "name", ".backfills": "name"}
+STATUS_MAP_LISTS = {".tasks": "name", ".backfills": "name", ".conditions": "type"}
+
+
+def fields_bytes(node: Any, lists: Mapping[str, str], path: str = "") -> int:
+    """An upper estimate of the bytes a manager's fieldsV1 (managedFields) takes for ``node``: every key of a
+    map as ``"f:<key>":{...}``, every item of a map list as ``"k:{...}":{...}``, other lists atomic."""
+    if isinstance(node, Mapping):
+        total = 8  # {".":{}}
+        for key, value in node.items():
+            total += len(json.dumps(f"f:{key}")) + 2 + fields_bytes(value, lists, f"{path}.{key}")
+        return total
+    key = lists.get(path)
+    if key is not None and isinstance(node, list):
+        total = 8
+        for item in node:
+            ident = {key: item.get(key)} if isinstance(item, Mapping) else item
+            total += len(json.dumps(f"k:{json.dumps(ident, separators=(',', ':'))}")) + 2
+            total += fields_bytes(item, lists, f"{path}[]")
+        return total
+    return 3  # {}
+
+
+GivenTime = Annotated[str, Field(max_length=32, json_schema_extra={"format": "date-time"})]  # in the spec: fractions
+Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
 STATUS_TASKS_MAX = 100  # as many as the spec may declare
 RECENT_MAX = 10  # runs and misses a task's status lists
 JOBS_MAX = 6  # Jobs a task's ledger remembers in its status; the rest remember themselves (ledger.py)
@@ -394,8 +442,10 @@ class Backfill(Model):
     task: str = Field(
         min_length=1, max_length=naming.TASK_NAME_MAX, pattern=naming.DNS_LABEL.pattern, description="The task to run."
     )
-    start: Time = Field(alias="from", description="The first time of the range (RFC 3339), inclusive.")
-    end: Time = Field(alias="to", description="The last time of the range (RFC 3339), inclusive; not in the future.")
+    start: GivenTime = Field(alias="from", description="The first time of the range (RFC 3339), inclusive.")
+    end: GivenTime = Field(
+        alias="to", description="The last time of the range (RFC 3339), inclusive; not in the future."
+    )
     parallel: int | None = Field(
         None, ge=1, le=BACKFILL_PARALLEL_MAX, description="Runs of the backfill active at once, at most 10. Default: 1."
     )
@@ -447,30 +497,30 @@ class DeploymentStatus(Model):
 
 
 class Counts(Model):
-    runs: int = Field(0, description="Scheduled times that got a Job.")
-    succeeded: int = Field(0, description="Runs that succeeded.")
-    failed: int = Field(0, description="Runs that failed.")
-    missed: int = Field(0, description="Scheduled times that got no Job and no longer can.")
-    late: int = Field(0, description="Runs whose Job was created more than missedRunGraceSeconds late.")
-    skipped: int = Field(0, description="Scheduled times skipped for a stated reason (suspended, Forbid).")
-    duplicates: int = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
-    stuck: int = Field(0, description="Runs still active after activeDeadlineSeconds.")
-    manual: int = Field(0, description="Runs started by hand (kubectl appschedule run), each with a key of its own.")
-    backfilled: int = Field(
+    runs: Count = Field(0, description="Scheduled times that got a Job.")
+    succeeded: Count = Field(0, description="Runs that succeeded.")
+    failed: Count = Field(0, description="Runs that failed.")
+    missed: Count = Field(0, description="Scheduled times that got no Job and no longer can.")
+    late: Count = Field(0, description="Runs whose Job was created more than missedRunGraceSeconds late.")
+    skipped: Count = Field(0, description="Scheduled times skipped for a stated reason (suspended, Forbid).")
+    duplicates: Count = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
+    stuck: Count = Field(0, description="Runs still active after activeDeadlineSeconds.")
+    manual: Count = Field(0, description="Runs started by hand (kubectl appschedule run), each with a key of its own.")
+    backfilled: Count = Field(
         0, description="Runs of past fires a backfill started (each with its fire's key): not runs, not duplicates."
     )
-    caught_up: int = Field(
+    caught_up: Count = Field(
         0, description="Of the runs: those the operator started for fires missed within catchUpWindow."
     )
-    reruns: int = Field(
+    reruns: Count = Field(
         0, description="Fires run again by hand (kubectl appschedule rerun), with the fire's key: not duplicates."
     )
-    unkeyed: int = Field(
+    unkeyed: Count = Field(
         0,
         description="Jobs (runs and duplicates) admitted without their idempotency key: the key webhook did not "
         "answer (Event KeyNotInjected).",
     )
-    refused: int = Field(
+    refused: Count = Field(
         0,
         description="Jobs of the task not counted because the scheduled time they state is not the cluster's: not "
         "a time, in the future, or not a fire of the task (Event OddJob); each is let go at once.",
@@ -478,7 +528,11 @@ class Counts(Model):
 
 
 class RunRecord(Model):
-    key: str = Field(max_length=96, pattern=ASCII, description="The run's idempotency key, <task>@<scheduled time>.")
+    key: str = Field(
+        max_length=naming.TASK_NAME_MAX + 21,
+        pattern=ASCII,
+        description="The run's idempotency key, <task>@<scheduled time>.",
+    )
     job: str | None = Field(
         None,
         max_length=NAME_MAX,
@@ -492,10 +546,10 @@ class RunRecord(Model):
     )
     start_time: Time | None = Field(None, description="When its Job was created.")
     finish_time: Time | None = Field(None, description="When its Job finished.")
-    delay_seconds: int | None = Field(None, description="Seconds from the scheduled time to the Job's creation.")
-    attempts: int | None = Field(None, description="Pods started for the run.")
-    duplicates: int | None = Field(None, description="Jobs beyond the first for this scheduled time.")
-    reruns: int | None = Field(
+    delay_seconds: Count | None = Field(None, description="Seconds from the scheduled time to the Job's creation.")
+    attempts: Count | None = Field(None, description="Pods started for the run.")
+    duplicates: Count | None = Field(None, description="Jobs beyond the first for this scheduled time.")
+    reruns: Count | None = Field(
         None, description="Times this fire was run again, by hand (kubectl appschedule rerun) or by a backfill."
     )
     caught_up: bool | None = Field(
@@ -591,11 +645,11 @@ class BackfillStatus(Model):
     state: Literal["Running", "Complete", "Invalid"] = Field(
         description="Running (fires left or runs active), Complete (every fire ran), or Invalid (see message)."
     )
-    fires: int | None = Field(None, description="Fires in the range.")
-    started: int | None = Field(None, description="Fires that got their run.")
-    active: int | None = Field(None, description="Runs still active.")
-    succeeded: int | None = Field(None, description="Runs that succeeded.")
-    failed: int | None = Field(None, description="Runs that failed.")
+    fires: Count | None = Field(None, description="Fires in the range.")
+    started: Count | None = Field(None, description="Fires that got their run.")
+    active: Count | None = Field(None, description="Runs still active.")
+    succeeded: Count | None = Field(None, description="Runs that succeeded.")
+    failed: Count | None = Field(None, description="Runs that failed.")
     next: Time | None = Field(None, description="The next fire to start.")
     message: str | None = Field(
         None,
@@ -623,12 +677,12 @@ class AppScheduleStatus(Model):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     deployment: DeploymentStatus | None = Field(None, description="The Deployment the tasks follow.")
-    task_count: int | None = Field(None, description="Number of tasks in the spec.")
+    task_count: Count | None = Field(None, description="Number of tasks in the spec.")
     last_run_time: Time | None = Field(None, description="Latest scheduled time that got a run, across tasks.")
     next_run_time: Time | None = Field(None, description="Earliest next scheduled time across tasks.")
-    missed: int | None = Field(None, description="Missed runs, across tasks.")
-    duplicates: int | None = Field(None, description="Duplicate runs, across tasks.")
-    failed: int | None = Field(None, description="Failed runs, across tasks.")
+    missed: Count | None = Field(None, description="Missed runs, across tasks.")
+    duplicates: Count | None = Field(None, description="Duplicate runs, across tasks.")
+    failed: Count | None = Field(None, description="Failed runs, across tasks.")
     tasks: list[TaskStatus] | None = Field(
         None,
         max_length=STATUS_TASKS_MAX,

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import naming
-from .models import AppScheduleSpec, Task
+from .models import SPEC_BYTES_MAX, SPEC_FIELDS_BYTES_MAX, SPEC_MAP_LISTS, AppScheduleSpec, Task, fields_bytes
 from .schedule import ScheduleError, hashed_seed, parse, resolve_hashed
 
 Manifest = dict[str, Any]
@@ -71,7 +71,7 @@ class ParsedSpec:
     indices: list[int]  # spec.tasks[i] is raw spec.tasks[indices[i]]
 
 
-MAX_SPEC_BYTES = 256 * 1024  # every CronJob carries its task's part; the API server stores objects up to 1.5 MiB
+MAX_SPEC_BYTES = SPEC_BYTES_MAX  # the spec's share of the object's budget (models.py); every CronJob carries its part
 
 
 def parse_spec(raw: Mapping[str, Any]) -> ParsedSpec:
@@ -79,6 +79,14 @@ def parse_spec(raw: Mapping[str, Any]) -> ParsedSpec:
     size = len(json.dumps(raw, separators=(",", ":"), default=str).encode())
     if size > MAX_SPEC_BYTES:
         message = f"{size // 1024} KiB; an AppSchedule's spec may be at most {MAX_SPEC_BYTES // 1024} KiB"
+        return ParsedSpec(None, [SpecError("spec", message)], [])
+    fields = fields_bytes(raw, SPEC_MAP_LISTS)
+    if fields > SPEC_FIELDS_BYTES_MAX:  # its managedFields: many map keys (labels, annotations, resources)
+        message = (
+            f"sets so many fields ({fields // 1024} KiB of field paths in managedFields; at most "
+            f"{SPEC_FIELDS_BYTES_MAX // 1024} KiB) that the object would not fit etcd's limit; use fewer "
+            "podLabels, podAnnotations or resources keys"
+        )
         return ParsedSpec(None, [SpecError("spec", message)], [])
     try:
         spec = AppScheduleSpec.model_validate(raw)
