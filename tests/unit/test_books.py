@@ -8,6 +8,7 @@ every Job the step releases. Every time-related test includes Europe/Berlin and 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from appschedule.core import admission, keys, naming, status
 from appschedule.core.keys import rfc3339 as stamp
@@ -24,6 +27,7 @@ from appschedule.core.schedule import fires_between, parse, repeat_of
 from appschedule.core.view import JobView
 
 from .test_ledger import CRONJOB, T0, config, counts, job
+from .test_status_size import largest
 
 FALL_BACK = datetime(2026, 10, 25, 1, 0, tzinfo=UTC)  # Europe/Berlin: 03:00 CEST becomes 02:00 CET
 
@@ -247,3 +251,162 @@ def test_catch_up_starts_each_repeated_wall_time_once() -> None:
     result = advance(base, cfg, [], FALL_BACK + timedelta(hours=1))
     assert result.status.catch_up == ["2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z"]
     assert counts(result.status) == {}
+
+
+# -- any Jobs, any outages: the ordinary fires are counted as without them, and nothing is held
+
+
+NIGHT = FALL_BACK - timedelta(hours=2)  # Europe/Berlin's fall-back night: 02:00-03:00 comes twice
+TASK_SHARE = len(json.dumps(largest(TaskStatus, [], "task")).encode())  # the largest a task's status can be
+HOSTILE = ("future", "far-future", "not-a-fire", "garbage", "duplicate", "past-fire-refused")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A Job as it will be: created, finished (or never), leaving the task's view when its labels go."""
+
+    name: str
+    created: datetime
+    finish: datetime | None
+    outcome: Any
+    annotations: dict[str, str]
+    kind: str  # "fire" (the CronJob controller's) or one of HOSTILE
+    leaves: datetime | None = None
+
+
+def _hostile(
+    index: int, kind: str, minute: int, lasts: int | None, leaves: int | None, fires: list[datetime]
+) -> Planned:
+    created = NIGHT + timedelta(minutes=minute, seconds=7)
+    stated = {
+        "future": stamp(created + timedelta(minutes=30)),
+        "far-future": "2099-01-01T00:00:00Z",
+        "not-a-fire": stamp(created.replace(second=0) - timedelta(minutes=(created.minute - 5) % 10 or 10)),  # :x5
+        "garbage": "yesterday",
+        "past-fire-refused": stamp(created.replace(second=30)),
+    }.get(kind)
+    annotations = {naming.ANNOTATION_SCHEDULED_TIME: stated} if stated else {}
+    if kind == "duplicate":  # a hand-made copy of a fire that already has its run: created after it, ends soon
+        fire = max((f for f in fires if f <= created - timedelta(minutes=1)), default=None)
+        if fire is None or (created - fire) > timedelta(minutes=10):  # that fire got no Job: nothing to copy
+            created, fire = NIGHT - timedelta(minutes=1), None  # it comes and goes before tracking began
+        annotations = {naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(fire)} if fire else {}
+        finish: datetime | None = created + timedelta(seconds=50)
+    else:
+        finish = None if lasts is None else created + timedelta(minutes=lasts)
+    gone = None if leaves is None else created + timedelta(minutes=leaves)
+    return Planned(f"hostile-{index}", created, finish, "Complete", annotations, kind, gone)
+
+
+def _simulate(
+    cfg: TaskConfig, planned: list[Planned], operator_down: list[tuple[int, int]], minutes: int
+) -> tuple[TaskStatus, set[str], list[str]]:
+    """Reconciles twice a minute while the operator is up, from the status it last wrote, as the controller
+    does (a restart of the operator goes on from that status too: it keeps nothing else). Returns the status,
+    the Jobs it let go, and what went wrong on the way."""
+    released: set[str] = set()
+    seen: set[str] = set()
+    stored: TaskStatus | None = None
+    problems: list[str] = []
+    for second in range(0, (minutes + 15) * 60, 60):
+        now = NIGHT + timedelta(seconds=second)
+        if any(start * 60 <= second < end * 60 for start, end in operator_down):
+            continue
+        jobs = []
+        for p in planned:
+            if p.created > now or (p.leaves is not None and p.leaves <= now):
+                if p.leaves is not None and p.leaves <= now:
+                    released.add(p.name)  # the (namespace, "") reconcile lets it go (tests/integration)
+                continue
+            keyed = keys.scheduled_time(
+                annotations=p.annotations, job_name=p.name, cronjob=CRONJOB, created=p.created, schedule=cfg.schedule
+            )
+            done = p.finish is not None and p.finish <= now
+            view = job(None, created=p.created, name=p.name, outcome=p.outcome if done else None)
+            annotations = {**p.annotations, **({naming.ANNOTATION_FILED: "true"} if p.name in released else {})}
+            if keyed.problem is None:
+                annotations[naming.ANNOTATION_IDEMPOTENCY_KEY] = keyed.key("report")
+            finish_time = stamp(p.finish) if done and p.finish else None
+            jobs.append(
+                dataclasses.replace(
+                    view,
+                    annotations=annotations,
+                    finalizer=keyed.problem is None and p.name not in released,  # as the key webhook sets it
+                    finish_time=finish_time,
+                )
+            )
+        seen |= {j.name for j in jobs}
+        result = advance(stored, cfg, jobs, now)
+        old = _dumped(stored) if stored is not None else {}
+        if stored is None or status.changed(_dumped(result.status), old):
+            stored = result.status
+            body = stored.model_dump(by_alias=True, exclude_none=True, mode="json")
+            TaskStatus.model_validate(body)  # the API server's schema takes it
+            if len(json.dumps(body).encode()) > TASK_SHARE:
+                problems.append(f"{now}: a task's status of {len(json.dumps(body))} bytes, over its share")
+        released |= set(result.release)
+        in_view = {j.name for j in jobs}
+        for record in stored.jobs or []:
+            if record.finished and record.name in in_view and record.name not in released:
+                problems.append(f"{now}: {record.name} is counted and filed but still held")
+    assert stored is not None
+    held = [p.name for p in planned if p.name in seen and p.created <= NIGHT + timedelta(minutes=minutes + 14)]
+    held = [n for n in held if n not in released and not n.startswith("hostile")]
+    problems += [f"{n} still held at the end" for n in held]
+    return stored, seen, problems
+
+
+@given(
+    hostile=st.lists(
+        st.tuples(
+            st.sampled_from(HOSTILE),
+            st.integers(0, 170),  # created at this minute of the night
+            st.one_of(st.none(), st.integers(1, 90)),  # lasts (None: never ends)
+            st.one_of(st.none(), st.integers(0, 60)),  # its labels are removed after this many minutes
+        ),
+        max_size=12,
+    ),
+    controller_down=st.lists(st.tuples(st.integers(0, 170), st.integers(1, 40)), max_size=2),
+    operator_down=st.lists(st.tuples(st.integers(0, 170), st.integers(1, 60)), max_size=2),
+    failing=st.sets(st.integers(0, 17), max_size=4),
+)
+@settings(max_examples=25, deadline=None)
+def test_any_jobs_with_any_outages_leave_the_ordinary_fires_counted_and_nothing_held(
+    hostile: list[tuple[str, int, int | None, int | None]],
+    controller_down: list[tuple[int, int]],
+    operator_down: list[tuple[int, int]],
+    failing: set[int],
+) -> None:
+    """Three hours of `*/10 * * * *` over Berlin's fall-back night (02:00-03:00 twice): the controller's Jobs
+    for every fire outside its outages, hostile Jobs of every kind (in the future, far in it, not a fire, not a
+    time, a seconds-past-a-fire claim, a hand-made copy of a fire), some never ending, some losing their labels,
+    and outages of the operator. Against the same night without the hostile Jobs: the same runs, successes,
+    failures, misses, late and skipped fires; each refused Job counted once; nothing counted left held; no
+    status over its share."""
+    cfg = TaskConfig(task="report", cronjob=CRONJOB, schedule=parse("*/10 * * * *", "Europe/Berlin"), grace=60)
+    minutes = 180
+    fires = list(fires_between(cfg.schedule, NIGHT, NIGHT + timedelta(minutes=minutes)))
+    down = [(NIGHT + timedelta(minutes=s), NIGHT + timedelta(minutes=s + d)) for s, d in controller_down]
+    ordinary = [
+        Planned(
+            f"{CRONJOB}-{int(f.timestamp()) // 60}",
+            f + timedelta(seconds=1),
+            f + timedelta(seconds=40),
+            "Failed" if i in failing else "Complete",
+            {naming.CRONJOB_SCHEDULED_TIMESTAMP: stamp(f)},
+            "fire",
+        )
+        for i, f in enumerate(fires)
+        if not any(start <= f < end for start, end in down)
+    ]
+    attack = [_hostile(i, *h, fires=[p.created.replace(second=0) for p in ordinary]) for i, h in enumerate(hostile)]
+    baseline, _, clean = _simulate(cfg, ordinary, operator_down, minutes)
+    attacked, seen, problems = _simulate(cfg, [*ordinary, *attack], operator_down, minutes)
+    assert clean == [] and problems == []
+    plain = {k: v for k, v in counts(baseline).items() if k not in ("duplicates", "refused")}
+    assert {k: v for k, v in counts(attacked).items() if k not in ("duplicates", "refused")} == plain
+    refusable = [h for h in attack if h.kind != "duplicate" and h.name in seen]
+    assert counts(attacked).get("refused", 0) == len(refusable)
+    copies = [h for h in attack if h.kind == "duplicate" and h.name in seen and h.created > NIGHT]
+    assert counts(baseline).get("duplicates", 0) <= counts(attacked).get("duplicates", 0)
+    assert counts(attacked).get("duplicates", 0) <= counts(baseline).get("duplicates", 0) + len(copies)

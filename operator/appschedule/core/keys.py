@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from . import naming
-from .schedule import EARLIEST, LATEST, Schedule, in_range, previous_fire, repeat_of, round_down
+from .schedule import EARLIEST, LATEST, Schedule, in_range, is_fire, repeat_of, round_down
 
 Source = Literal["annotation", "controller", "name", "created"]  # where a Job's scheduled time was read
 
@@ -163,7 +163,7 @@ def _refusal(found: Scheduled, created: datetime, schedule: Schedule | None, man
     where = {"annotation": "annotation", "controller": "annotation", "name": "name"}.get(found.source, found.source)
     if in_range(created) and found.time > created + AHEAD:
         return f"its {where} claims {rfc3339(found.time)}, after the Job was created ({rfc3339(created)})"
-    if schedule is not None and not manual and previous_fire(schedule, found.time) != found.time:
+    if schedule is not None and not manual and not is_fire(schedule, found.time):
         return f"its {where} claims {rfc3339(found.time)}, which is not a fire of {schedule.expression!r}"
     return None
 

@@ -623,11 +623,12 @@ def blocked_spans(book: Book, seen: Seen, jobs: Sequence[JobView], spans: Sequen
     now = book.now
     reasons = [(start, end or now) for start, end in spans]
     if book.config.concurrency == "Forbid":
-        # the controller's Forbid sees only the Jobs it made: a run asked for never blocks a fire
+        # the controller's Forbid sees only the Jobs it made: a run asked for never blocks a fire, nor does a Job
+        # whose stated time the ledger refuses (any author's Job with the task's labels, never the controller's)
         reasons += [
             (parse_time(j.created) or now, parse_time(j.finish_time) or now)
             for j in jobs
-            if parse_time(j.created) and not _asked(j)
+            if parse_time(j.created) and not _asked(j) and seen.timed[record_name(j.name)].problem is None
         ]
         reasons += [
             (start, end)

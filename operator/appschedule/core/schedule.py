@@ -845,6 +845,12 @@ def previous_fire(schedule: Schedule, at: datetime) -> datetime | None:
     return None if found is None else _utc(found)
 
 
+@lru_cache(maxsize=8192)  # asked of every Job's stated time on every plan (keys.scheduled_time)
+def is_fire(schedule: Schedule, moment: datetime) -> bool:
+    """Whether ``moment`` is a fire of ``schedule`` (a repeat at a fall-back included)."""
+    return in_range(moment) and previous_fire(schedule, moment) == moment
+
+
 def round_down(schedule: Schedule, at: datetime) -> datetime | None:
     """``at`` rounded down to the schedule: the scheduled time a manual run at ``at`` belongs to."""
     return previous_fire(schedule, at)
