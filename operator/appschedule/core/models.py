@@ -56,7 +56,10 @@ def fields_bytes(node: Any, lists: Mapping[str, str], path: str = "") -> int:
     if isinstance(node, Mapping):
         total = 8  # {".":{}}
         for key, value in node.items():
-            total += len(json.dumps(f"f:{key}")) + 2 + fields_bytes(value, lists, f"{path}.{key}")
+            text = str(key)
+            plain = text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+            total += (len(text) + 4 if plain else len(json.dumps(f"f:{text}"))) + 2
+            total += fields_bytes(value, lists, f"{path}.{key}")
         return total
     key = lists.get(path)
     if key is not None and isinstance(node, list):
