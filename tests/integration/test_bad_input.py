@@ -32,7 +32,7 @@ def cases(namespace: str) -> list[tuple[dict[str, Any], str]]:
     many = [{"name": f"t{i}", "schedule": "* * * * *", "command": ["true"]} for i in range(1000)]
     found.append((_appschedule(namespace, "bad-many", many), "spec.tasks"))
     big = [{"name": "t", "schedule": "* * * * *", "command": ["sh", "-c", "x" * 60000], "args": ["y" * 60000] * 17}]
-    found.append((_appschedule(namespace, "bad-huge", big), "an AppSchedule's spec may be at most 256 KiB"))
+    found.append((_appschedule(namespace, "bad-huge", big), "an AppSchedule's spec may be at most 144 KiB"))
     return found
 
 
