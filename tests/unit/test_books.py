@@ -410,3 +410,27 @@ def test_any_jobs_with_any_outages_leave_the_ordinary_fires_counted_and_nothing_
     copies = [h for h in attack if h.kind == "duplicate" and h.name in seen and h.created > NIGHT]
     assert counts(baseline).get("duplicates", 0) <= counts(attacked).get("duplicates", 0)
     assert counts(attacked).get("duplicates", 0) <= counts(baseline).get("duplicates", 0) + len(copies)
+
+
+def test_thirteen_finished_backfill_runs_of_two_backfills_are_counted_within_a_few_reconciles() -> None:
+    """Backfill runs block no fire: each is let go as soon as it is filed, so two backfills' 13 finished runs
+    (7 of them were uncounted after 30 reconciles) are counted in about 13 / JOBS_MAX reconciles."""
+    shell = Shell(TaskConfig(task="report", cronjob=CRONJOB, schedule=parse("0 * * * *", "Europe/Berlin")))
+    now = FALL_BACK + timedelta(days=2)
+    shell.reconcile(now)
+    fires = list(fires_between(shell.cfg.schedule, FALL_BACK - timedelta(hours=8), FALL_BACK + timedelta(hours=5)))
+    for index, fire in enumerate(fires[:13]):
+        made = job(fire, name=f"fill-{index}", created=now + timedelta(seconds=5), outcome="Complete")
+        annotations = {
+            naming.ANNOTATION_SCHEDULED_TIME: stamp(fire),
+            naming.ANNOTATION_RUN_KIND: "backfill",
+            naming.ANNOTATION_BACKFILL: "a.1" if index < 7 else "b.2",
+            naming.ANNOTATION_IDEMPOTENCY_KEY: keys.key_of("report", fire),
+        }
+        shell.add(dataclasses.replace(made, annotations=annotations))
+    shell.reconciles = 0
+    for step in range(8):
+        final = shell.reconcile(now + timedelta(seconds=10 + 2 * step))
+        if not shell.holding() and counts(final) == {"backfilled": 13}:
+            break  # the records of filed Jobs ride on the next write that matters (status.changed)
+    assert counts(final) == {"backfilled": 13} and shell.holding() == [] and shell.reconciles <= 4
