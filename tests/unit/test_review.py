@@ -101,6 +101,8 @@ def test_4d_one_bad_time_zone_of_100_tasks_is_one_bounded_event(deployment: dict
         (409, "conflict"),
         (500, "transient"),
         (429, "transient"),
+        (413, "too-large"),
+        (401, "other"),
     ],
 )
 def test_4e_forbidden_and_not_found_are_ours_not_the_users(status: int, kind: str) -> None:

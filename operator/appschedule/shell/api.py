@@ -21,38 +21,23 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from ..core import keys, naming
+from ..core import failures, keys, naming
 from ..core.events import Event
+from ..core.failures import Failure
 
 FIELD_MANAGER = "appschedule-operator"
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for a response
 REVIEW_TIMEOUT = (2.0, 4.0)  # a SubjectAccessReview asked inside an admission request
 
-Failure = Literal["refused", "ours", "conflict", "transient"]
-
 
 def classify(error: ApiException) -> Failure:
-    """What a failed write means.
-
-    * refused: the API server says the object is invalid (400, 422, a typed patch that does not fit):
-      the user's spec is at fault and retrying the same object cannot help;
-    * ours: we may not do it (403: RBAC, a quota, a terminating namespace; 404: the namespace is
-      gone): the operator's or the cluster's problem, retried with back-off;
-    * conflict: 409, a resourceVersion precondition or a create that found the name taken;
-    * transient: everything else (timeouts, 429, 5xx).
-    """
-    if error.status in (400, 422) or (error.status == 500 and "typed patch" in str(error.body)):
-        return "refused"
-    if error.status in (403, 404):
-        return "ours"
-    if error.status == 409:
-        return "conflict"
-    return "transient"
+    """What a failed request means: core/failures.py's table, read from the ApiException."""
+    return failures.classify(error.status, error.body or error.reason)
 
 
 def message_of(error: ApiException) -> str:

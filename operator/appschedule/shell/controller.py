@@ -49,7 +49,6 @@ FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
 # run (a minute: a fire with no run is reported late after the grace anyway); runs that started, for their end
 STATUS_WAITS = {"time": 60.0, "starts": 5.0}
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
-TRANSIENT_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # the API server away or not ready yet: retried soon
 
 
 @dataclass
@@ -223,8 +222,8 @@ class Controller:
             self.queue.done(key, retry_in=RETRY_SECONDS)
         except ApiException as error:
             metrics.RECONCILES.labels("failed").inc()
-            conflict = error.status == 409
-            transient = error.status in TRANSIENT_STATUSES  # the API server (or etcd behind it) is not ready
+            failure = classify(error)
+            conflict, transient = failure == "conflict", failure == "transient"
             log.warning("reconcile of %s/%s failed (%s %s)", *key, error.status, error.reason)
             self.queue.done(key, retry_in=self.queue.failed(key, conflict=conflict, transient=transient))
         except WriteFailed as error:
@@ -308,7 +307,7 @@ class Controller:
                     rejected[task] = (
                         f"a CronJob named {name!r} already exists and is not this AppSchedule's; rename or remove it"
                     )
-                elif failure == "refused":
+                elif failure in ("refused", "too-large"):
                     rejected[task] = f"the API server refused CronJob {name!r}: {message_of(error)}"
                 elif failure == "ours":
                     failed[task] = (
@@ -346,7 +345,7 @@ class Controller:
             try:
                 body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
             except ApiException as error:
-                if not _refused_status(error):
+                if classify(error) not in ("refused", "too-large"):  # it would be refused again
                     raise
                 await self._status_refused(key, appschedule, error, now)
                 outcome.status = 0
@@ -487,13 +486,6 @@ class Controller:
         if holder != uid:
             raise ApiException(status=409, reason="name taken")
         return await asyncio.to_thread(self.cluster.apply_cronjob, manifest, force=True)
-
-
-def _refused_status(error: ApiException) -> bool:
-    """A status write the API server will refuse again: too large (413, or etcd's limit as a 500), invalid (422)."""
-    if error.status in (413, 422):
-        return True
-    return error.status == 500 and "too large" in str(error.body or error.reason or "").lower()
 
 
 def _missed(status: Mapping[str, Any]) -> int:
