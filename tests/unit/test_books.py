@@ -108,7 +108,7 @@ def test_jobs_claiming_a_far_future_time_are_reported_once_and_let_go_and_every_
         ("0 * * * *", "UTC", "2026-09-11T14:30:00Z", "not a fire"),  # an hourly task's half hour
         ("0 * * * *", "UTC", "2026-09-11T14:00:30Z", "not a fire"),  # seconds past a fire
         ("30 2 * * *", "Europe/Berlin", "2026-10-25T00:31:00Z", "not a fire"),  # the fall-back night, a minute off
-        ("* * * * *", "UTC", "2026-09-11T15:05:00Z", "after the Job was created"),  # a fire, 5 minutes ahead
+        ("* * * * *", "UTC", "2026-09-11T15:06:00Z", "after the Job was created"),  # a fire, 6 minutes ahead
         ("30 2 * * *", "Europe/Berlin", "2027-03-28T00:30:00Z", "after the Job was created"),  # a future fire
     ],
 )
@@ -434,3 +434,13 @@ def test_thirteen_finished_backfill_runs_of_two_backfills_are_counted_within_a_f
         if not shell.holding() and counts(final) == {"backfilled": 13}:
             break  # the records of filed Jobs ride on the next write that matters (status.changed)
     assert counts(final) == {"backfilled": 13} and shell.holding() == [] and shell.reconciles <= 4
+
+
+def test_a_controller_manager_whose_clock_runs_ahead_still_has_its_runs_counted() -> None:
+    """The stated time comes from the controller manager's clock, the creation from the API server's: a
+    fire stated up to 5 minutes after its Job's creation is the cluster's statement, not a claim."""
+    cfg = config("*/10 * * * *")
+    base = advance(None, cfg, [], T0 - timedelta(minutes=10)).status
+    skewed = job(T0, created=T0 - timedelta(minutes=4))
+    result = advance(base, cfg, [skewed], T0 + timedelta(seconds=30))
+    assert counts(result.status) == {"runs": 1} and result.events == []

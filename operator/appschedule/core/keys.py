@@ -93,7 +93,9 @@ def time_from_name(job: str, cronjob: str | None = None) -> datetime | None:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-AHEAD = timedelta(seconds=60)  # how far a stated time may be after the Job's creation (clocks of two hosts)
+# how far a stated time may be after the Job's creation: the controller manager's clock (the stated time) and the
+# API server's (the creation) are two hosts' clocks; a claim within it holds a record at most that long
+AHEAD = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
