@@ -321,3 +321,11 @@ def test_backfills_at_the_schemas_bound_and_odd_entries_are_planned_not_raised(
     assert all(m["metadata"]["annotations"]["appschedule.dev/run-kind"] == "backfill" for m in decided.create)
     assert len(decided.create) == 1  # the one fire, once
     assert decided.apply == []
+
+
+def test_how_long_a_status_may_wait_is_the_cores() -> None:
+    """A next run time waits up to a minute for its fire's run; started runs 5 s for their end; anything else
+    is written at once, and a status that waited its time is written whatever comes."""
+    assert status.wait_left("time", 0) == 60 and status.wait_left("time", 59.5) == 0.5
+    assert status.wait_left("starts", 0) == 5 and status.wait_left("starts", 7) == 0
+    assert status.wait_left("now", 0) == 0

@@ -259,6 +259,14 @@ def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
 
 
 StatusWait = Literal["now", "starts", "time"]  # how long a status may wait to be written (can_wait)
+# seconds a status of each kind may wait in all, from the first plan that let it wait: a fire's run carries the
+# next run time within a minute; the end of runs that started comes within seconds, most often
+STATUS_WAITS: dict[StatusWait, float] = {"time": 60.0, "starts": 5.0}
+
+
+def wait_left(kind: StatusWait, waited: float) -> float:
+    """Seconds a status of this kind may still wait, having waited ``waited`` seconds already (0: write it)."""
+    return max(0.0, STATUS_WAITS[kind] - waited) if kind in STATUS_WAITS else 0.0
 
 
 def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> StatusWait:

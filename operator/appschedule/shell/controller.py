@@ -36,6 +36,7 @@ from ..core.events import Event
 from ..core.lease import RETRY_SECONDS
 from ..core.reconcile import Plan, plan
 from ..core.schedule import earliest
+from ..core.status import StatusWait, wait_left
 from ..core.view import World, project_cronjob, project_deployment, project_job
 from . import metrics
 from .api import Cluster, classify, message_of
@@ -47,7 +48,6 @@ log = logging.getLogger("appschedule")
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
 # seconds a status may wait to be written, by what it adds (status.can_wait): a fire that came waits for its
 # run (a minute: a fire with no run is reported late after the grace anyway); runs that started, for their end
-STATUS_WAITS = {"time": 60.0, "starts": 5.0}
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
 
 
@@ -103,12 +103,13 @@ class Controller:
         for key in keys:
             self.queue.add(key, urgent=urgent)
 
-    def _wait_left(self, key: Key, kind: str) -> float:
-        """Seconds a status of this kind may still wait (STATUS_WAITS, from the first plan that waited so)."""
-        if kind not in STATUS_WAITS:
+    def _wait_left(self, key: Key, kind: StatusWait) -> float:
+        """Seconds a status of this kind may still wait (core/status.wait_left), counted from the first plan that
+        let it wait: the shell keeps only when that was."""
+        if kind == "now":
             return 0.0
         first = self.waiting.setdefault(key, {}).setdefault(kind, time.monotonic())
-        return max(0.0, STATUS_WAITS[kind] - (time.monotonic() - first))
+        return wait_left(kind, time.monotonic() - first)
 
     def wake_soon(self, keys: set[Key]) -> None:
         """For a Job's events: one reconcile for the burst they come in (workqueue.add_soon)."""
