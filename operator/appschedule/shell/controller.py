@@ -46,8 +46,6 @@ from .workqueue import Key, WorkQueue
 
 log = logging.getLogger("appschedule")
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
-# seconds a status may wait to be written, by what it adds (status.can_wait): a fire that came waits for its
-# run (a minute: a fire with no run is reported late after the grace anyway); runs that started, for their end
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
 
 

@@ -1,0 +1,195 @@
+"""Controller.reconcile, the shell's one reconcile, through an in-memory API server (tests/kit/fake_cluster.py):
+what it writes, in which order, and what it does when a write is refused, fenced or not needed yet. The store,
+the planning and the ledger are the operator's own."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from appschedule.core import naming
+from appschedule.core.keys import rfc3339
+from appschedule.core.view import project_appschedule, project_cronjob, project_deployment, project_job
+from appschedule.shell.controller import Controller, Options, WriteFailed
+from appschedule.shell.leader import Fenced
+from tests.kit.fake_cluster import FakeCluster, api_error
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)  # two days before Europe/Berlin springs forward
+KEY = ("shop", "shop")
+T = TypeVar("T")
+
+
+def objects() -> tuple[dict[str, Any], dict[str, Any]]:
+    appschedule: dict[str, Any] = yaml.safe_load((EXAMPLES / "appschedule.yaml").read_text())
+    appschedule["metadata"].update(
+        namespace="shop", uid="uid-shop", generation=1, resourceVersion="1", creationTimestamp="2026-03-01T00:00:00Z"
+    )
+    deployment: dict[str, Any] = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
+    deployment["metadata"].update(namespace="shop", resourceVersion="1")
+    return appschedule, deployment
+
+
+def job_body(task: str, fire: datetime, *, finished: bool = True) -> dict[str, Any]:
+    """A Job the CronJob controller made for ``fire``, keyed and held by the webhook, finished or not."""
+    name = f"shop-{task}-{int(fire.timestamp()) // 60}"
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": f"uid-{name}",
+            "resourceVersion": "50",
+            "creationTimestamp": rfc3339(fire + timedelta(seconds=1)),
+            "labels": {naming.LABEL_APPSCHEDULE: "shop", naming.LABEL_TASK: task},
+            "annotations": {
+                naming.CRONJOB_SCHEDULED_TIMESTAMP: rfc3339(fire),
+                naming.ANNOTATION_SCHEDULED_TIME: rfc3339(fire),
+                naming.ANNOTATION_IDEMPOTENCY_KEY: f"{task}@{rfc3339(fire)}",
+            },
+            "finalizers": [naming.LEDGER_FINALIZER],
+        },
+        "status": {"active": 1},
+    }
+    if finished:
+        done = rfc3339(fire + timedelta(seconds=20))
+        body["status"] = {
+            "succeeded": 1,
+            "completionTime": done,
+            "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": done}],
+        }
+    return body
+
+
+def controller(cluster: FakeCluster, appschedule: dict[str, Any], deployment: dict[str, Any]) -> Controller:
+    """A controller whose store holds what the watches would have delivered: the AppSchedule, its Deployment,
+    the CronJobs and the Jobs the fake API server holds."""
+    made = Controller(cluster=cluster, options=Options(resync_seconds=3600))  # type: ignore[arg-type]
+    made.store.put_appschedule(project_appschedule(appschedule))
+    made.store.put_deployment(project_deployment(deployment))
+    for cronjob in cluster.cronjobs.values():
+        made.store.put_cronjob(project_cronjob(cronjob))
+    for job in cluster.jobs.values():
+        made.store.put_job(project_job(job))
+    made.store.prune()
+    cluster.deployments["shop", "web"] = deployment
+    return made
+
+
+def run(work: Callable[[], Awaitable[T]]) -> T:
+    async def scenario() -> T:
+        return await work()
+
+    return asyncio.run(scenario())
+
+
+def converged() -> tuple[FakeCluster, dict[str, Any], dict[str, Any]]:
+    """The state after a first reconcile at NOW: the CronJobs applied and the status written."""
+    appschedule, deployment = objects()
+    cluster = FakeCluster()
+    first = controller(cluster, appschedule, deployment)
+    run(lambda: first.reconcile(KEY, NOW))
+    settled = {**appschedule, "status": cluster.statuses[KEY], "metadata": {**appschedule["metadata"]}}
+    settled["metadata"]["resourceVersion"] = "2"
+    cluster.calls.clear()
+    cluster.events.clear()
+    return cluster, settled, deployment
+
+
+def test_the_first_reconcile_applies_every_cronjob_then_writes_the_status() -> None:
+    appschedule, deployment = objects()
+    cluster = FakeCluster()
+    outcome = run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW))
+    assert cluster.calls == [
+        "apply_cronjob shop/shop-weekly-report",
+        "apply_cronjob shop/shop-nightly-cleanup",
+        "apply_cronjob shop/shop-sync-inventory",
+        "replace_status shop/shop",
+    ]
+    assert (outcome.applied, outcome.status, outcome.writes) == (3, 1, 4)
+    assert cluster.statuses[KEY]["conditions"][0]["status"] == "True"
+
+
+def test_an_apply_refused_is_planned_again_and_named_while_the_other_tasks_go_on() -> None:
+    appschedule, deployment = objects()
+    cluster = FakeCluster()
+    cluster.fail("apply_cronjob", api_error(422, "spec.jobTemplate: Invalid value: a webhook says no"))
+    outcome = run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW))
+    assert sorted(name for _, name in cluster.cronjobs) == ["shop-nightly-cleanup", "shop-sync-inventory"]
+    ready = cluster.statuses[KEY]["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "weekly-report" in ready["message"] and "a webhook says no" in ready["message"]
+    assert "InvalidSpec" in cluster.reasons() and outcome.applied == 2
+
+
+def test_a_status_refused_as_too_large_lets_every_held_job_go_and_says_so() -> None:
+    cluster, settled, deployment = converged()
+    held = job_body("sync-inventory", NOW + timedelta(minutes=5))
+    cluster.jobs["shop", held["metadata"]["name"]] = held
+    cluster.fail("replace_status", api_error(413, "Request entity too large: limit is 3145728"))
+    outcome = run(
+        lambda: controller(cluster, settled, deployment).reconcile(KEY, NOW + timedelta(minutes=5, seconds=30))
+    )
+    assert outcome.status == 0 and "StatusRefused" in cluster.reasons()
+    assert naming.LEDGER_FINALIZER not in cluster.jobs["shop", held["metadata"]["name"]]["metadata"]["finalizers"]
+
+
+def test_a_job_not_created_is_reported_after_the_status_and_retried_with_back_off() -> None:
+    cluster, settled, deployment = converged()
+    settled = copy.deepcopy(settled)
+    settled["spec"]["backfills"] = [
+        {"name": "fill", "task": "nightly-cleanup", "from": "2026-03-20T00:00:00Z", "to": "2026-03-22T00:00:00Z"}
+    ]
+    settled["metadata"]["generation"] = 2
+    cluster.fail("create_job", api_error(403, "jobs is forbidden: exceeded quota"))
+    with pytest.raises(WriteFailed, match=r"could not create Job .* exceeded quota"):
+        run(lambda: controller(cluster, settled, deployment).reconcile(KEY, NOW + timedelta(seconds=10)))
+    assert cluster.calls[0].startswith("create_job") and "replace_status shop/shop" in cluster.calls
+    assert "JobNotCreated" in cluster.reasons() and not cluster.jobs
+
+
+def test_a_status_whose_only_news_is_the_next_run_time_waits_for_that_runs_job() -> None:
+    cluster, settled, deployment = converged()
+    made = controller(cluster, settled, deployment)
+
+    async def reconcile_and_look() -> bool:
+        outcome = await made.reconcile(KEY, NOW + timedelta(minutes=5, seconds=2))  # 12:05 came, no Job yet
+        assert outcome.writes == 0
+        return KEY in made.timers  # woken again when its wait is over
+
+    assert run(reconcile_and_look) and cluster.calls == []
+
+
+def test_a_reconcile_fenced_between_two_writes_stops_there() -> None:
+    appschedule, deployment = objects()
+    cluster = FakeCluster()
+    allowed = iter([10.0])
+
+    def fence() -> float:
+        try:
+            return next(allowed)
+        except StopIteration:
+            raise Fenced("not the leader on Lease ops/appschedule-operator: no write") from None
+
+    cluster.fence = fence
+    with pytest.raises(Fenced):
+        run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW))
+    assert cluster.calls == ["apply_cronjob shop/shop-weekly-report"] and KEY not in cluster.statuses
+
+
+def test_a_run_the_watch_has_not_delivered_is_found_by_one_list_before_it_is_counted_missed() -> None:
+    cluster, settled, deployment = converged()
+    made = controller(cluster, settled, deployment)  # the store has no Job of sync-inventory
+    for fire in (NOW + timedelta(minutes=5), NOW + timedelta(minutes=10)):
+        body = job_body("sync-inventory", fire)
+        cluster.jobs["shop", body["metadata"]["name"]] = body  # the API server has them
+    run(lambda: made.reconcile(KEY, NOW + timedelta(minutes=11, seconds=30)))
+    assert cluster.calls[0] == "list_jobs shop/shop"
+    task = next(t for t in cluster.statuses[KEY]["tasks"] if t["name"] == "sync-inventory")
+    assert task["counts"]["runs"] == 2 and task["counts"]["missed"] == 0
