@@ -20,6 +20,9 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the test kit is tests.kit
+
+from tests.kit.worlds import world_of
 
 from appschedule.core import keys, naming, schedule
 from appschedule.core.keys import rfc3339 as stamp
@@ -27,7 +30,6 @@ from appschedule.core.ledger import TaskConfig, advance
 from appschedule.core.reconcile import plan
 from appschedule.core.render import render
 from appschedule.core.view import JobView
-from appschedule.shell.store import world_of
 
 
 def best(stmt: object, number: int) -> float:

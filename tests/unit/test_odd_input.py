@@ -19,7 +19,7 @@ from appschedule.core.keys import rfc3339
 from appschedule.core.reconcile import plan
 from appschedule.core.view import project_cronjob, project_job
 from appschedule.shell import webhook_server
-from appschedule.shell.store import world_of
+from tests.kit.worlds import world_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 10, 25, 1, 30, tzinfo=UTC)  # Europe/Berlin's fall-back night

@@ -13,7 +13,7 @@ import yaml
 from appschedule.core import status
 from appschedule.core.cronjobs import HASH_ANNOTATION, holds
 from appschedule.core.reconcile import plan
-from appschedule.shell.store import world_of as world
+from tests.kit.worlds import world_of as world
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)

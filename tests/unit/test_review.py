@@ -15,7 +15,7 @@ from kubernetes.client.rest import ApiException
 from appschedule.core.reconcile import plan
 from appschedule.core.render import render
 from appschedule.shell.api import classify
-from appschedule.shell.store import world_of
+from tests.kit.worlds import world_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)

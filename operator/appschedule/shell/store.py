@@ -20,7 +20,7 @@ No kopf, no client; the shell calls it from the event loop only, so it needs no 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +34,6 @@ from ..core.view import (
     Key,
     World,
     newer_or_same,
-    project_appschedule,
-    project_cronjob,
-    project_deployment,
-    project_job,
 )
 
 UNKNOWN = object()  # a Deployment the view has never heard of (neither its template nor its absence)
@@ -284,31 +280,3 @@ def _discard(index: dict[Key, set[str]], key: Key, value: str) -> None:
         values.discard(value)
         if not values:
             del index[key]
-
-
-def world_of(
-    appschedule: Mapping[str, Any],
-    deployment: Mapping[str, Any] | None,
-    cronjobs: Sequence[Mapping[str, Any]] = (),
-    siblings: Sequence[Mapping[str, Any]] = (),
-    jobs: Sequence[Mapping[str, Any]] = (),
-) -> World:
-    """The World a reconcile of ``appschedule`` would read, built from whole objects as the watches
-    build the view (for tests, benchmarks and offline use)."""
-    state = Store()
-    for obj in [*siblings, appschedule]:
-        state.put_appschedule(project_appschedule(obj))
-    if deployment is not None:
-        state.put_deployment(project_deployment(deployment))
-    for cronjob in cronjobs:
-        state.put_cronjob(project_cronjob(cronjob))
-    for job in jobs:
-        state.put_job(project_job(job))
-    state.prune()
-    view = project_appschedule(appschedule)
-    if deployment is None:
-        state.drop_deployment(view.namespace, view.deployment)
-    built = state.world(view.key)
-    if not isinstance(built, World):
-        raise ValueError(f"no world for {view.key}: the Deployment is not {view.deployment!r}, or it is being deleted")
-    return built
