@@ -163,10 +163,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         election=election if args.leader_elect else None,
     )
     name_without_passwd_entry()
-    front = _front(args, frozenset(kinds))
-    if front is not None:  # forked now, before kopf starts a thread
+    serving = _serving(args, frozenset(kinds))
+    if serving is not None:  # forked now, before kopf starts a thread
         heartbeat = webhook_server.Heartbeat()
-        launch.front = (webhook_server.start(front, heartbeat), heartbeat)
+        launch.admission = (webhook_server.start(serving, heartbeat), heartbeat)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(
@@ -176,10 +176,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 memo=kopf.Memo(launch=launch),
             )
         )
-    return 1 if launch.front_lost else 0
+    return 1 if launch.admission_lost else 0
 
 
-def _front(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.Front | None:
+def _serving(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.Serving | None:
     """What the admission process serves (webhook_server.py): the webhooks, with their certificate from
     --webhook-cert-dir or made now, and the liveness endpoint; None when neither is asked for."""
     import tempfile
@@ -207,7 +207,7 @@ def _front(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.Fr
                 hosts = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}"]
             files = certs.generate(Path(tempfile.mkdtemp(prefix="appschedule-webhook-")), hosts)
     client = webhook_server.client_config(files, args.webhook_port or 0, args.webhook_host, args.webhook_service)
-    return webhook_server.Front(
+    return webhook_server.Serving(
         kinds=kinds if args.webhook_port else frozenset(),
         port=args.webhook_port,
         addr=args.webhook_addr,

@@ -35,7 +35,7 @@ TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for a response
 REVIEW_TIMEOUT = (2.0, 4.0)  # a SubjectAccessReview asked inside an admission request
 
 
-def classify(error: ApiException) -> Failure:
+def failure_of(error: ApiException) -> Failure:
     """What a failed request means: core/failures.py's table, read from the ApiException."""
     return failures.classify(error.status, error.body or error.reason)
 

@@ -39,7 +39,7 @@ from ..core.schedule import earliest
 from ..core.status import StatusWait, wait_left
 from ..core.view import World, project_cronjob, project_deployment, project_job
 from . import metrics
-from .api import Cluster, classify, message_of
+from .api import Cluster, failure_of, message_of
 from .leader import Fenced
 from .store import DeploymentMiss, Store
 from .workqueue import Key, WorkQueue
@@ -67,11 +67,11 @@ class Outcome:
     status: int = 0
     events: int = 0
     released: int = 0
-    started: int = 0  # Jobs created (catch-ups, backfills) and deleted (of backfills removed)
+    jobs: int = 0  # Jobs created (catch-ups, backfills) and deleted (of backfills removed)
 
     @property
     def writes(self) -> int:
-        return self.applied + self.deleted + self.status + self.events + self.released + self.started
+        return self.applied + self.deleted + self.status + self.events + self.released + self.jobs
 
 
 class WriteFailed(Exception):
@@ -221,7 +221,7 @@ class Controller:
             self.queue.done(key, retry_in=RETRY_SECONDS)
         except ApiException as error:
             metrics.RECONCILES.labels("failed").inc()
-            failure = classify(error)
+            failure = failure_of(error)
             conflict, transient = failure == "conflict", failure == "transient"
             log.warning("reconcile of %s/%s failed (%s %s)", *key, error.status, error.reason)
             self.queue.done(key, retry_in=self.queue.failed(key, conflict=conflict, transient=transient))
@@ -301,7 +301,7 @@ class Controller:
             try:
                 body = await self._apply(manifest, force=force, uid=view.uid)
             except ApiException as error:
-                failure = classify(error)
+                failure = failure_of(error)
                 if failure == "conflict":
                     rejected[task] = (
                         f"a CronJob named {name!r} already exists and is not this AppSchedule's; rename or remove it"
@@ -329,7 +329,7 @@ class Controller:
             await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, name, cronjob.uid)
             outcome.deleted += 1
             self._wake_others(key, self.store.drop_cronjob(cronjob.namespace, name))
-        outcome.started, not_started = await self._start(key, decided)  # never waits for the status: idempotent
+        outcome.jobs, not_started = await self._write_jobs(key, decided)  # never waits for the status: idempotent
         appschedule = world.appschedule.as_object()
         metrics.track(key[0], key[1], view.status)
         left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
@@ -344,7 +344,7 @@ class Controller:
             try:
                 body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
             except ApiException as error:
-                if classify(error) not in ("refused", "too-large"):  # it would be refused again
+                if failure_of(error) not in ("refused", "too-large"):  # it would be refused again
                     raise
                 await self._status_refused(key, appschedule, error, now)
                 outcome.status = 0
@@ -409,7 +409,7 @@ class Controller:
             log.info("%s/%s: a Job the watch had not delivered yet was found before counting a missed run", *key)
         return changed
 
-    async def _start(self, key: Key, decided: Plan) -> tuple[int, str | None]:
+    async def _write_jobs(self, key: Key, decided: Plan) -> tuple[int, str | None]:
         """Create the Jobs the plan starts, in order (oldest fire first); each goes into the view from the
         create's answer, so the next plan counts it active at once. A Job of that name that exists already is
         not created twice. A create the API server refuses (a quota, an admission policy, RBAC, an invalid

@@ -70,8 +70,8 @@ class Launch:
 
     options: Options
     election: Election | None = None  # None: this process reconciles alone (no Lease)
-    front: tuple[BaseProcess, webhook_server.Heartbeat] | None = None  # the admission process, if started
-    front_lost: bool = False  # set when it exited: the operator stopped because of that (exit status 1)
+    admission: tuple[BaseProcess, webhook_server.Heartbeat] | None = None  # the admission process, if started
+    admission_lost: bool = False  # set when it exited: the operator stopped because of that (exit status 1)
 
 
 def _launch(memo: kopf.Memo) -> Launch:
@@ -120,8 +120,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         memo["elector"] = elector
         await controller.start(lead=False)
         memo["election"] = asyncio.create_task(elector.run())
-    if launch.front is not None:
-        _beat(controller, launch.front[1])  # the probe answers from the first second on
+    if launch.admission is not None:
+        _beat(controller, launch.admission[1])  # the probe answers from the first second on
     memo["heartbeat"] = asyncio.create_task(_heartbeat(controller, launch))
 
 
@@ -134,9 +134,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if "election" in memo:
         memo["election"].cancel()
         await asyncio.to_thread(memo["elector"].release)
-    front = _launch(memo).front
-    if front is not None and front[0].is_alive():
-        front[0].terminate()
+    admission = _launch(memo).admission
+    if admission is not None and admission[0].is_alive():
+        admission[0].terminate()
 
 
 def _beat(controller: Controller, heartbeat: webhook_server.Heartbeat) -> None:
@@ -149,14 +149,14 @@ def _beat(controller: Controller, heartbeat: webhook_server.Heartbeat) -> None:
 async def _heartbeat(controller: Controller, launch: Launch) -> None:
     """Every second: tell the admission process this loop runs (liveness), and stop the operator (exit
     status 1) if that process is gone: the pod restarts rather than run without its webhooks."""
-    if launch.front is None:
+    if launch.admission is None:
         return
-    process, heartbeat = launch.front
+    process, heartbeat = launch.admission
     while True:
         _beat(controller, heartbeat)
         if not process.is_alive():
             log.error("the admission process exited (status %s): stopping the operator", process.exitcode)
-            launch.front_lost = True
+            launch.admission_lost = True
             os.kill(os.getpid(), signal.SIGTERM)
             return
         await asyncio.sleep(1)
@@ -192,18 +192,20 @@ async def job_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 # -- deletions, and the start of the work once every listing is in
 
 
-def _deleted(event: Mapping[str, Any], memo: kopf.Memo) -> Controller | None:
+def _event(event: Mapping[str, Any], memo: kopf.Memo) -> tuple[Controller, bool]:
+    """Every watch event: the first one after the listings ends them (``initial_listing_done``: decisions may
+    start), and whether this one is a deletion."""
     controller = _controller(memo)
     controller.initial_listing_done()
-    return controller if event.get("type") == "DELETED" else None
+    return controller, event.get("type") == "DELETED"
 
 
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.PLURAL)
 async def appschedule_event(
     event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any
 ) -> None:
-    controller = _deleted(event, memo)
-    if controller and namespace:
+    controller, deleted = _event(event, memo)
+    if deleted and namespace:
         controller.wake(controller.store.drop_appschedule(namespace, name))
 
 
@@ -211,22 +213,22 @@ async def appschedule_event(
 async def deployment_event(
     event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any
 ) -> None:
-    controller = _deleted(event, memo)
-    if controller and namespace:
+    controller, deleted = _event(event, memo)
+    if deleted and namespace:
         controller.wake(controller.store.drop_deployment(namespace, name))
 
 
 @kopf.on.event("batch", "v1", "cronjobs")
 async def cronjob_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-    controller = _deleted(event, memo)
-    if controller and namespace:
+    controller, deleted = _event(event, memo)
+    if deleted and namespace:
         controller.wake(controller.store.drop_cronjob(namespace, name))
 
 
 @kopf.on.event("batch", "v1", "jobs")
 async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-    controller = _deleted(event, memo)
-    if controller and namespace:
+    controller, deleted = _event(event, memo)
+    if deleted and namespace:
         controller.wake_soon(controller.store.drop_job(namespace, name, held=_held(event)))
 
 

@@ -60,7 +60,7 @@ REVIEW_THREADS = 4
 
 
 @dataclass(frozen=True)
-class Front:
+class Serving:
     """What the admission process serves: the webhooks in ``kinds`` on ``port`` and/or liveness at ``liveness``."""
 
     kinds: frozenset[str]
@@ -118,10 +118,10 @@ def client_config(files: certs.TLSFiles | None, port: int, host: str, service: s
     return config
 
 
-def start(front: Front, heartbeat: Heartbeat) -> BaseProcess:
+def start(serving: Serving, heartbeat: Heartbeat) -> BaseProcess:
     """Fork the admission process; call before any thread exists (before kopf starts)."""
     process = multiprocessing.get_context("fork").Process(
-        target=_main, args=(front, heartbeat, os.getpid()), name="appschedule-admission", daemon=True
+        target=_main, args=(serving, heartbeat, os.getpid()), name="appschedule-admission", daemon=True
     )
     process.start()
     return process
@@ -130,20 +130,20 @@ def start(front: Front, heartbeat: Heartbeat) -> BaseProcess:
 # -- inside the admission process
 
 
-def _main(front: Front, heartbeat: Heartbeat, parent: int) -> None:
+def _main(serving: Serving, heartbeat: Heartbeat, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the operator stops us
     with contextlib.suppress(OSError, AttributeError):  # Linux: SIGTERM when the operator dies, even by SIGKILL
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         return
-    asyncio.run(_serve(front, heartbeat, parent))
+    asyncio.run(_serve(serving, heartbeat, parent))
 
 
-async def _serve(front: Front, heartbeat: Heartbeat, parent: int) -> None:
+async def _serve(serving: Serving, heartbeat: Heartbeat, parent: int) -> None:
     tasks = []
-    if front.port and front.files:
-        tasks.append(asyncio.create_task(_webhooks(front)))
-    runner = await _liveness(front.liveness, heartbeat) if front.liveness else None
+    if serving.port and serving.files:
+        tasks.append(asyncio.create_task(_webhooks(serving)))
+    runner = await _liveness(serving.liveness, heartbeat) if serving.liveness else None
     try:
         while os.getppid() == parent and not any(t.done() for t in tasks):
             await asyncio.sleep(1)
@@ -172,12 +172,12 @@ def _webhook_application(*args: Any, **kwargs: Any) -> aiohttp.web.Application:
     return app
 
 
-async def _webhooks(front: Front) -> None:
+async def _webhooks(serving: Serving) -> None:
     import kopf
 
     from .api import Cluster, api_client
 
-    assert front.files is not None
+    assert serving.files is not None
     # kopf's server makes a plain aiohttp Application, which refuses a request over 1 MiB with 413 (the API
     # server would then fail open under Ignore, or refuse under Fail), and serves POSTs only. It builds it by
     # this name, and this process has no other aiohttp application that it could change: ours gets the size,
@@ -189,7 +189,7 @@ async def _webhooks(front: Front) -> None:
     # the client is made before the first request (reading the kubeconfig or the ServiceAccount and building
     # its TLS context takes a while), so no review waits for it
     cluster = (
-        await loop.run_in_executor(reviews, lambda: Cluster(api_client())) if "validation" in front.kinds else None
+        await loop.run_in_executor(reviews, lambda: Cluster(api_client())) if "validation" in serving.kinds else None
     )
 
     def review_access(review: dict[str, Any]) -> dict[str, Any]:
@@ -204,9 +204,9 @@ async def _webhooks(front: Front) -> None:
     async def answer(review: dict[str, Any], *, webhook: str | None, **_: Any) -> dict[str, Any]:
         started = time.monotonic()
         try:
-            if webhook == admission.KEY_JOBS and "keys" in front.kinds:
+            if webhook == admission.KEY_JOBS and "keys" in serving.kinds:
                 return key_job(review, datetime.now(UTC))
-            if webhook == admission.CHECK_APPSCHEDULES and "validation" in front.kinds:
+            if webhook == admission.CHECK_APPSCHEDULES and "validation" in serving.kinds:
                 return await check_appschedule(review, lambda r: loop.run_in_executor(reviews, review_access, r))
             raise aiohttp.web.HTTPNotFound(reason=f"no webhook {webhook!r} here")
         finally:
@@ -214,19 +214,19 @@ async def _webhooks(front: Front) -> None:
                 log.warning("admission by %s took %.0f ms", webhook, (time.monotonic() - started) * 1000)
 
     server = kopf.WebhookServer(
-        addr=front.addr or None,
-        port=front.port,
-        certfile=str(front.files.cert),
-        pkeyfile=str(front.files.key),
+        addr=serving.addr or None,
+        port=serving.port,
+        certfile=str(serving.files.cert),
+        pkeyfile=str(serving.files.key),
         host="localhost",
     )
     async for _config in server(answer):  # type: ignore[arg-type]  # our dispatch, not kopf's registry
-        log.info("admission webhooks listening on %s:%s", front.addr, front.port)
-        if front.config_name:
-            await asyncio.get_running_loop().run_in_executor(reviews, _configure, front)
+        log.info("admission webhooks listening on %s:%s", serving.addr, serving.port)
+        if serving.config_name:
+            await asyncio.get_running_loop().run_in_executor(reviews, _configure, serving)
 
 
-def _configure(front: Front) -> None:
+def _configure(serving: Serving) -> None:
     """Create or replace our webhook configurations, trying for a minute (the API server may be starting)."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
@@ -234,8 +234,8 @@ def _configure(front: Front) -> None:
     from .api import api_client
 
     api = client.AdmissionregistrationV1Api(api_client())
-    assert front.config_name is not None
-    for body in admission.configurations(front.config_name, front.kinds, front.client):
+    assert serving.config_name is not None
+    for body in admission.configurations(serving.config_name, serving.kinds, serving.client):
         mutating = body["kind"] == "MutatingWebhookConfiguration"
         create = api.create_mutating_webhook_configuration if mutating else api.create_validating_webhook_configuration
         read = api.read_mutating_webhook_configuration if mutating else api.read_validating_webhook_configuration
@@ -249,11 +249,11 @@ def _configure(front: Front) -> None:
                 except ApiException as error:
                     if error.status != 409:
                         raise
-                    body["metadata"]["resourceVersion"] = read(front.config_name).metadata.resource_version
-                    replace(front.config_name, body)
+                    body["metadata"]["resourceVersion"] = read(serving.config_name).metadata.resource_version
+                    replace(serving.config_name, body)
                 break
             except Exception as error:
-                log.warning("could not write %s %s (attempt %d): %s", body["kind"], front.config_name, attempt, error)
+                log.warning("could not write %s %s (attempt %d): %s", body["kind"], serving.config_name, attempt, error)
                 time.sleep(2)
 
 

@@ -1,20 +1,18 @@
-"""The independent review's findings (issue 7, 4a-4g), each as it was reproduced, decided without a cluster."""
+"""plan() on cases an independent review reproduced (rendering, Events, failures that are ours, status, task
+ownership), each decided without a cluster."""
 
 from __future__ import annotations
 
 import copy
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.rest import ApiException
 
 from appschedule.core.reconcile import plan
 from appschedule.core.render import render
-from appschedule.shell.api import classify
 from tests.kit.worlds import world_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -52,7 +50,7 @@ def applied(manifests: list[dict[str, Any]], uid: str) -> list[dict[str, Any]]:
     return existing
 
 
-def test_4a_empty_resources_inherit_the_containers(deployment: dict[str, Any]) -> None:
+def test_empty_resources_inherit_the_containers(deployment: dict[str, Any]) -> None:
     empties: list[dict[str, Any]] = [{}, {"limits": {}, "requests": {}}]
     for empty in empties:
         result = render(appschedule("shop", [task("report", resources=empty)]), deployment)
@@ -60,7 +58,7 @@ def test_4a_empty_resources_inherit_the_containers(deployment: dict[str, Any]) -
         assert container["resources"] == deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
 
 
-def test_4b_a_run_is_one_pod(deployment: dict[str, Any]) -> None:
+def test_a_run_is_one_pod(deployment: dict[str, Any]) -> None:
     job = render(appschedule("shop", [task("report")]), deployment).cronjobs["report"]["spec"]["jobTemplate"]["spec"]
     assert (job["parallelism"], job["completions"]) == (1, 1)
     first = plan(world_of(appschedule("shop", [task("report")]), deployment), NOW)
@@ -70,7 +68,7 @@ def test_4b_a_run_is_one_pod(deployment: dict[str, Any]) -> None:
     assert [m["metadata"]["name"] for m in plan(world_of(settled, deployment, cronjobs), NOW).apply] == ["shop-report"]
 
 
-def test_4c_an_env_variable_added_by_hand_is_not_a_difference(deployment: dict[str, Any]) -> None:
+def test_an_env_variable_added_by_hand_is_not_a_difference(deployment: dict[str, Any]) -> None:
     first = plan(world_of(appschedule("shop", [task("report")]), deployment), NOW)
     cronjobs = applied(first.apply, "uid-shop")
     container = cronjobs[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
@@ -81,7 +79,7 @@ def test_4c_an_env_variable_added_by_hand_is_not_a_difference(deployment: dict[s
     assert len(plan(world_of(settled, deployment, cronjobs), NOW).apply) == 1
 
 
-def test_4d_one_bad_time_zone_of_100_tasks_is_one_bounded_event(deployment: dict[str, Any]) -> None:
+def test_one_bad_time_zone_of_100_tasks_is_one_bounded_event(deployment: dict[str, Any]) -> None:
     bad = appschedule("shop", [task(f"t{i}") for i in range(100)])
     bad["spec"]["timeZone"] = "Mars/Phobos"
     result = plan(world_of(bad, deployment), NOW)
@@ -91,27 +89,7 @@ def test_4d_one_bad_time_zone_of_100_tasks_is_one_bounded_event(deployment: dict
     assert "tasks 't0', 't1', 't2' and 97 more (spec.timeZone)" in message
 
 
-@pytest.mark.parametrize(
-    ("status", "kind"),
-    [
-        (403, "ours"),
-        (404, "ours"),
-        (422, "refused"),
-        (400, "refused"),
-        (409, "conflict"),
-        (500, "transient"),
-        (429, "transient"),
-        (413, "too-large"),
-        (401, "other"),
-    ],
-)
-def test_4e_forbidden_and_not_found_are_ours_not_the_users(status: int, kind: str) -> None:
-    error = ApiException(status=status, reason="x")
-    error.body = json.dumps({"message": "m"})
-    assert classify(error) == kind
-
-
-def test_4e_a_write_that_failed_for_our_reasons_is_reported_as_ours(deployment: dict[str, Any]) -> None:
+def test_a_write_that_failed_for_our_reasons_is_reported_as_ours(deployment: dict[str, Any]) -> None:
     obj = appschedule("shop", [task("report"), task("other")])
     result = plan(world_of(obj, deployment), NOW, failed={"report": "the operator could not write CronJob (403)"})
     ready = result.status["conditions"][0]
@@ -119,7 +97,7 @@ def test_4e_a_write_that_failed_for_our_reasons_is_reported_as_ours(deployment: 
     assert [m["metadata"]["name"] for m in result.apply] == ["shop-other"]
 
 
-def test_4f_status_tells_what_runs(deployment: dict[str, Any]) -> None:
+def test_status_tells_what_runs(deployment: dict[str, Any]) -> None:
     obj = appschedule("shop", [task("report"), task("sync", "0 * * * *")])
     first = plan(world_of(obj, deployment), NOW)
     cronjobs = applied(first.apply, "uid-shop")
@@ -133,7 +111,7 @@ def test_4f_status_tells_what_runs(deployment: dict[str, Any]) -> None:
     assert set(tasks) == {"report", "sync"} and tasks["sync"]["nextRunTime"] == "2026-03-27T13:00:00Z"
 
 
-def test_4g_a_task_is_taken_over_only_when_no_cronjob_for_it_exists(deployment: dict[str, Any]) -> None:
+def test_a_task_is_taken_over_only_when_no_cronjob_for_it_exists(deployment: dict[str, Any]) -> None:
     blue = appschedule("blue", [task("report")], created="2026-02-01T00:00:00Z")
     green = appschedule("green", [task("report")])
     blue_cronjobs = applied(plan(world_of(blue, deployment), NOW).apply, "uid-blue")
