@@ -306,14 +306,14 @@ def appschedule(i: int, *, every_minute: bool = False) -> Json:
 
 
 @dataclass(frozen=True)
-class JobView:
+class BenchJob:
     finished: bool
 
 
-def job_view(obj: Json) -> JobView:
+def job_view(obj: Json) -> BenchJob:
     conditions = (obj.get("status") or {}).get("conditions") or []
     done = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
-    return JobView(done)
+    return BenchJob(done)
 
 
 def finished_jobs(obj: Json) -> frozenset[str]:
@@ -350,17 +350,17 @@ CRONJOB_IMAGE = "/spec/jobTemplate/spec/template/spec/containers/0/image"
 
 
 @dataclass(frozen=True)
-class CronJobView:
+class BenchCronJob:
     name: str
     schedule: str
     image: str
 
 
-def cronjob_view(obj: Json) -> CronJobView:
+def cronjob_view(obj: Json) -> BenchCronJob:
     spec = obj.get("spec") or {}
     pod = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
     containers = (pod.get("spec") or {}).get("containers") or [{}]
-    return CronJobView(str(obj["metadata"]["name"]), str(spec.get("schedule")), str(containers[0].get("image")))
+    return BenchCronJob(str(obj["metadata"]["name"]), str(spec.get("schedule")), str(containers[0].get("image")))
 
 
 def task_key(obj: Json) -> str:
@@ -550,7 +550,7 @@ HOP_BY_HOP = frozenset(
 )
 
 
-def classify(method: str, path: str, query: Mapping[str, str]) -> tuple[str, str]:
+def request_kind(method: str, path: str, query: Mapping[str, str]) -> tuple[str, str]:
     """(verb, resource) of a request as the API server's authorizer names them, e.g. ("watch", "cronjobs")."""
     parts = [p for p in path.split("/") if p]
     if parts[:1] == ["api"] and len(parts) >= 2:
@@ -605,7 +605,7 @@ class CountingProxy:
 
     async def forward(self, request: web.Request) -> web.StreamResponse:
         assert self.session is not None
-        verb, resource = classify(request.method, request.path, request.query)
+        verb, resource = request_kind(request.method, request.path, request.query)
         record: list[Any] = [now(), request.method, verb, resource, 0, request.path]
         self.records.append(record)
         body = await request.read()
@@ -826,12 +826,12 @@ IMPORT_ONLY = "import time, kopf, kubernetes; print('imported', flush=True); tim
 
 
 @dataclass
-class World:
+class Population:
     """One namespace of N AppSchedules on one Deployment, watched by the benchmark."""
 
     namespace: str
     size: int
-    cronjobs: Informer[CronJobView]
+    cronjobs: Informer[BenchCronJob]
     appschedules: Informer[bool]
     operator: Process | None = None
 
@@ -886,7 +886,7 @@ class Bench:
     def operator_env(self, kubeconfig: Path) -> dict[str, str]:
         return dict(operator_env(self.args), KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
 
-    def start_operator(self, world: World) -> Process:
+    def start_operator(self, world: Population) -> Process:
         command = kit.command(
             "run", "--log-format", "json", "--namespace", world.namespace, python=self.args.operator_python
         )
@@ -894,7 +894,7 @@ class Bench:
         world.operator = Process("operator", command, self.operator_env(self.proxy.kubeconfig), log, self.state)
         return world.operator
 
-    def failed(self, scenario: str, key: str, error: BaseException, world: World | None) -> None:
+    def failed(self, scenario: str, key: str, error: BaseException, world: Population | None) -> None:
         tail = world.operator.tail() if world is not None and world.operator is not None else ""
         self.report(f"{scenario:8} {key}: FAILED: {error}")
         if tail:
@@ -916,21 +916,21 @@ class Bench:
         await self.drop(namespace)
         return last - first
 
-    async def world(self, n: int, what: str, *, every_minute: bool = False) -> World:
+    async def world(self, n: int, what: str, *, every_minute: bool = False) -> Population:
         namespace = await self.namespace(what)
         await self.api.call("POST", deployments(namespace), deployment())
         bodies = [appschedule(i, every_minute=every_minute) for i in range(n)]
         await bulk(functools.partial(self.api.call, "POST", appschedules(namespace), body) for body in bodies)
-        cj: Informer[CronJobView] = Informer(
+        cj: Informer[BenchCronJob] = Informer(
             self.api, cronjobs(namespace), self.pulse, key=task_key, project=cronjob_view, selector=MANAGED_BY
         )
         ready: Informer[bool] = Informer(self.api, appschedules(namespace), self.pulse, key=name_key, project=is_ready)
         ready.ok = bool
         await cj.start()
         await ready.start()
-        return World(namespace, n, cj, ready)
+        return Population(namespace, n, cj, ready)
 
-    async def close_world(self, world: World) -> None:
+    async def close_world(self, world: Population) -> None:
         if world.operator is not None:
             world.operator.stop()
             # Jobs the ledger still held (a run being recorded when it stopped) would keep the namespace from
@@ -942,7 +942,7 @@ class Bench:
         await world.appschedules.stop()
         await self.drop(world.namespace)
 
-    async def converge(self, world: World) -> float:
+    async def converge(self, world: Population) -> float:
         assert world.operator is not None
         return await self.pulse.until(
             world.converged,
@@ -953,7 +953,7 @@ class Bench:
 
     # -- cold
 
-    async def cold(self, world: World, floor: float) -> None:
+    async def cold(self, world: Population, floor: float) -> None:
         n = world.size
         operator = self.start_operator(world)
         done = await self.converge(world)
@@ -983,7 +983,7 @@ class Bench:
 
     # -- idle
 
-    async def idle(self, world: World, duration: float) -> Json:
+    async def idle(self, world: Population, duration: float) -> Json:
         operator = world.operator
         assert operator is not None
         await asyncio.sleep(SETTLE)
@@ -1034,7 +1034,7 @@ class Bench:
 
     # -- baselines for idle and restart
 
-    async def bare_kopf(self, world: World) -> Json:
+    async def bare_kopf(self, world: Population) -> Json:
         """A kopf operator with no-op handlers on the same three resources: when its watches are up, its RSS."""
         command = [self.args.operator_python, "-c", BARE_KOPF, world.namespace]
         log = self.state / "bench-bare-kopf.log"
@@ -1086,7 +1086,7 @@ class Bench:
         self,
         measured: list[tuple[str, str, list[Json]]],
         churn: Callable[[random.Random], tuple[str, list[Json]]],
-        informer: Informer[CronJobView],
+        informer: Informer[BenchCronJob],
         expected: Callable[[str], str],
         guard: Callable[[], None] | None,
     ) -> Json:
@@ -1095,7 +1095,7 @@ class Bench:
         sent: dict[str, float] = {}
         latency: dict[str, float] = {}
 
-        def seen(key: str, view: CronJobView | None) -> None:
+        def seen(key: str, view: BenchCronJob | None) -> None:
             if key in sent and key not in latency and view is not None and view.schedule == expected(key):
                 latency[key] = now() - sent[key]
 
@@ -1142,7 +1142,7 @@ class Bench:
         namespace = await self.namespace("floor-change")
         count = edits + 100
         await self.create_cronjobs(namespace, count)
-        informer: Informer[CronJobView] = Informer(
+        informer: Informer[BenchCronJob] = Informer(
             self.api, cronjobs(namespace), self.pulse, key=name_key, project=cronjob_view
         )
         await informer.start()
@@ -1171,7 +1171,7 @@ class Bench:
             await informer.stop()
             await self.drop(namespace)
 
-    async def change(self, world: World, floor: Json) -> None:
+    async def change(self, world: Population, floor: Json) -> None:
         n, namespace = world.size, world.namespace
         rng = random.Random(42)
         edits = min(int(self.args.edits), n // 2)
@@ -1211,7 +1211,7 @@ class Bench:
 
     # -- restart
 
-    async def restart(self, world: World, idle_other_per_second: float | None) -> Json:
+    async def restart(self, world: Population, idle_other_per_second: float | None) -> Json:
         n, namespace = world.size, world.namespace
         operator = world.operator
         assert operator is not None
@@ -1227,7 +1227,7 @@ class Bench:
         probe_paths |= {cronjobs(namespace, name) for name in ours}
         applied: list[float] = []
 
-        def seen(k: str, view: CronJobView | None) -> None:
+        def seen(k: str, view: BenchCronJob | None) -> None:
             if k == key and view is not None and view.schedule == cron and not applied:
                 applied.append(now())
 
@@ -1404,7 +1404,7 @@ class Bench:
             await self.close_world(world)
             await self.drop_webhooks()
 
-    async def live(self, world: World, port: int) -> None:
+    async def live(self, world: Population, port: int) -> None:
         """Until the operator's liveness endpoint answers 200 (its controller has started)."""
         assert world.operator is not None
 
@@ -1441,7 +1441,7 @@ class Bench:
     def webhook_config_name(self) -> str:
         return f"bench-{self.run_id}.appschedule.dev"
 
-    async def start_webhook_operator(self, world: World, what: str, live: int) -> Process:
+    async def start_webhook_operator(self, world: Population, what: str, live: int) -> Process:
         """The operator with both webhooks (under a configuration of its own) and its liveness endpoint,
         once the API server calls its webhooks."""
         name = self.webhook_config_name
@@ -1466,7 +1466,7 @@ class Bench:
                 path = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations/{self.webhook_config_name}"
                 await self.api.call("DELETE", path, allow=404)
 
-    async def _probe(self, world: World, samples: dict[str, list[float]], live: int, stop: asyncio.Event) -> None:
+    async def _probe(self, world: Population, samples: dict[str, list[float]], live: int, stop: asyncio.Event) -> None:
         """A Job and the liveness probe 4 times a second, an AppSchedule twice a second, until ``stop``."""
         namespace = world.namespace
         job = {
@@ -1538,7 +1538,7 @@ class Bench:
         """N AppSchedules x 3 tasks firing every minute, with the webhooks on: the operator's cost per run."""
         what = f"fires-{n}"
         world = await self.world(n, what, every_minute=True)
-        jobs: Informer[JobView] = Informer(
+        jobs: Informer[BenchJob] = Informer(
             self.api,
             f"/apis/batch/v1/namespaces/{world.namespace}/jobs",
             self.pulse,
@@ -1552,7 +1552,7 @@ class Bench:
         completed: dict[str, float] = {}  # Job name -> when the benchmark's watch saw it finished
         shown: dict[str, float] = {}  # Job name -> when the AppSchedule's status first listed it finished
 
-        def on_job(name: str, view: JobView | None) -> None:
+        def on_job(name: str, view: BenchJob | None) -> None:
             if view is not None and view.finished and name not in completed:
                 completed[name] = now()
 

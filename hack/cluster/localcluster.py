@@ -582,7 +582,7 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex((HOST, port)) == 0
 
 
-class Cluster:
+class LocalCluster:
     """The cluster whose state lives in ``state``. All methods are safe to call repeatedly."""
 
     def __init__(self, state: Path = STATE) -> None:
@@ -865,7 +865,7 @@ class Cluster:
             print(f"cluster stopped; removed {self.state}")
 
 
-def usage(cluster: Cluster) -> str:
+def usage(cluster: LocalCluster) -> str:
     return (
         f"kubeconfig: {cluster.kubeconfig}\n"
         f"  export KUBECONFIG={cluster.kubeconfig} PATH={TOOLS_BIN}:$PATH\n"
@@ -875,7 +875,7 @@ def usage(cluster: Cluster) -> str:
 
 
 def main(argv: list[str]) -> int:
-    cluster = Cluster()
+    cluster = LocalCluster()
     command = argv[1] if len(argv) > 1 else "status"
     if command == "tools":
         started = time.monotonic()

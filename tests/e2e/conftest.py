@@ -45,7 +45,7 @@ def target() -> Iterator[Target]:
     if given:
         yield Target(Path(given.split(os.pathsep)[0]), image)
         return
-    local = localcluster.Cluster()
+    local = localcluster.LocalCluster()
     if os.environ.get("REAL_NODE") == "1":
         yield from _real_node(local)
         return
@@ -57,7 +57,7 @@ def target() -> Iterator[Target]:
             local.down()
 
 
-def _real_node(local: localcluster.Cluster) -> Iterator[Target]:
+def _real_node(local: localcluster.LocalCluster) -> Iterator[Target]:
     try:
         started = local.up(real_node=True, build=False)
         archives = [images.operator(build=False), images.testapp(build=False)]

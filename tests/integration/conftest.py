@@ -31,9 +31,9 @@ import localcluster  # noqa: E402
 @dataclass
 class ClusterUnderTest:
     kubeconfig: Path
-    local: localcluster.Cluster | None  # None when the cluster was given from outside
+    local: localcluster.LocalCluster | None  # None when the cluster was given from outside
 
-    def need_local(self) -> localcluster.Cluster:
+    def need_local(self) -> localcluster.LocalCluster:
         if self.local is None:
             pytest.skip("needs the local cluster (stops and starts its components)")
         return self.local
@@ -50,7 +50,7 @@ def cluster() -> Iterator[ClusterUnderTest]:
         _session_cluster = ClusterUnderTest(Path(given), None)
         yield _session_cluster
         return
-    local = localcluster.Cluster()
+    local = localcluster.LocalCluster()
     started = local.up(real_node=False, build=False)
     _session_cluster = ClusterUnderTest(local.kubeconfig, local)
     try:

@@ -18,7 +18,7 @@ from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
 from .test_ledger import webhook_only_operator
-from .test_operator import World
+from .test_operator import Namespaced
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "invalid-appschedules.yaml"
 
@@ -63,7 +63,7 @@ def test_every_bad_appschedule_is_refused_at_create_naming_the_field(
 def test_bad_appschedules_written_while_the_webhook_is_down_are_reported(
     operator: OperatorProcess, api: client.ApiClient, kubectl: Kubectl, namespace: str
 ) -> None:
-    world = World(api, namespace)
+    world = Namespaced(api, namespace)
     world.deployment()
     good = {
         "apiVersion": "appschedule.dev/v1alpha1",

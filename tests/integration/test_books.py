@@ -13,17 +13,17 @@ from appschedule.core import naming
 
 from .conftest import OperatorProcess
 from .test_ledger import counts, jobs
-from .test_operator import World, task, until
+from .test_operator import Namespaced, task, until
 
 LEDGER_FINALIZER = naming.LEDGER_FINALIZER
 
 
 @pytest.fixture(name="world")
-def books_world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> World:
-    return World(api, namespace)
+def books_world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> Namespaced:
+    return Namespaced(api, namespace)
 
 
-def _job(world: World, name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def _job(world: Namespaced, name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """A Job an author with Job rights makes: the task's labels, a container, whatever annotations they like."""
     labels = {naming.LABEL_TASK: "tick", naming.LABEL_APPSCHEDULE: "books"}
     pod = {"restartPolicy": "Never", "containers": [{"name": "app", "image": "x", "command": ["x"]}]}
@@ -35,11 +35,11 @@ def _job(world: World, name: str, annotations: dict[str, str] | None = None) -> 
     return made
 
 
-def _finalizers(world: World, name: str) -> list[str]:
+def _finalizers(world: Namespaced, name: str) -> list[str]:
     return list(world.batch.read_namespaced_job(name, world.namespace).metadata.finalizers or [])
 
 
-def test_a_job_claiming_a_future_time_is_never_held_and_is_reported_once(world: World) -> None:
+def test_a_job_claiming_a_future_time_is_never_held_and_is_reported_once(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("books", [task("tick", "0 * * * *")])
     until(lambda: "books-tick" in world.cronjobs(), "the task's CronJob")
@@ -55,7 +55,7 @@ def test_a_job_claiming_a_future_time_is_never_held_and_is_reported_once(world: 
     assert filed.get(naming.ANNOTATION_FILED) == "true"  # said once: the next reconcile skips it
 
 
-def test_a_job_whose_labels_are_removed_after_admission_is_let_go(world: World) -> None:
+def test_a_job_whose_labels_are_removed_after_admission_is_let_go(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("books", [task("tick", "0 * * * *")])
     until(lambda: "books-tick" in world.cronjobs(), "the task's CronJob")

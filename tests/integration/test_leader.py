@@ -16,7 +16,7 @@ from appschedule.core.lease import LEASE_SECONDS, RETRY_SECONDS
 from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, OperatorProcess
-from .test_operator import World, task
+from .test_operator import Namespaced, task
 
 pytestmark = pytest.mark.usefixtures("no_session_operator")
 LEASE = "appschedule-test"
@@ -72,7 +72,7 @@ def replicas(cluster: ClusterUnderTest, crd: str, namespace: str, tmp_path: Path
 def test_one_leader_the_standby_writes_nothing_and_takeover_is_within_the_lease(
     replicas: Replicas, api: client.ApiClient, namespace: str
 ) -> None:
-    world = World(api, namespace)
+    world = Namespaced(api, namespace)
     a = replicas.start("a", 36310)
     b = replicas.start("b", 36311)
     world.deployment()

@@ -29,28 +29,28 @@ from tests.kit.prometheus import Prometheus
 from tests.kit.wait import seconds_to_next_minute, wait_for
 
 from .conftest import METRICS_PORT, ClusterUnderTest, Kubectl, OperatorProcess
-from .test_operator import World, task
+from .test_operator import Namespaced, task
 
 pytestmark = pytest.mark.cronfire
 LEDGER_FINALIZER = naming.LEDGER_FINALIZER
 
 
 @pytest.fixture(name="world")
-def ledger_world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> World:
-    return World(api, namespace)
+def ledger_world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> Namespaced:
+    return Namespaced(api, namespace)
 
 
-def jobs(world: World) -> list[dict[str, Any]]:
+def jobs(world: Namespaced) -> list[dict[str, Any]]:
     raw = world.batch.list_namespaced_job(world.namespace, _preload_content=False)
     return list(json.loads(raw.data)["items"])
 
 
-def task_status(world: World, appschedule: str, name: str) -> dict[str, Any]:
+def task_status(world: Namespaced, appschedule: str, name: str) -> dict[str, Any]:
     tasks = (world.get(appschedule).get("status") or {}).get("tasks") or []
     return next((t for t in tasks if t["name"] == name), {})
 
 
-def counts(world: World, appschedule: str, name: str) -> dict[str, int]:
+def counts(world: Namespaced, appschedule: str, name: str) -> dict[str, int]:
     return {k: v for k, v in (task_status(world, appschedule, name).get("counts") or {}).items() if v}
 
 
@@ -59,11 +59,11 @@ def env_of(job: dict[str, Any]) -> dict[str, str]:
     return {v["name"]: v.get("value") for v in container.get("env") or []}
 
 
-def reasons(world: World, name: str) -> set[str]:
+def reasons(world: Namespaced, name: str) -> set[str]:
     return {e["reason"] for e in world.events(name)}
 
 
-def has_events(world: World, *wanted: str) -> None:
+def has_events(world: Namespaced, *wanted: str) -> None:
     wait_for(lambda: set(wanted) <= reasons(world, "shop"), timeout=15, what=f"Events {', '.join(wanted)}")
 
 
@@ -75,7 +75,7 @@ def wait_for_boundary(margin: float = 8) -> float:
     return time.time() + left
 
 
-def test_runs_carry_their_key_and_outcomes_are_counted(world: World, kubectl: Kubectl) -> None:
+def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubectl: Kubectl) -> None:
     """One boundary for: a run with its key in its pod's env, a manual re-run that gets the same key and
     counts as a duplicate, a failing run, a run stopped by activeDeadlineSeconds (stuck) and a
     suspended task (skipped, not missed)."""
@@ -145,7 +145,7 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: World, kubectl: Ku
 
 
 def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(
-    world: World, operator: OperatorProcess
+    world: Namespaced, operator: OperatorProcess
 ) -> None:
     """failurePolicy Ignore: with the operator down a Job still starts; the ledger counts it later and
     says it ran without its key."""
@@ -210,7 +210,7 @@ def keying_operator(
 
 
 def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_recorded(
-    world: World, operator: OperatorProcess, keying_operator: OperatorProcess
+    world: Namespaced, operator: OperatorProcess, keying_operator: OperatorProcess
 ) -> None:
     """The finalizer set at admission holds every Job a history limit of 1 deletes while the ledger is
     down; once it is back, every run is recorded and every Job let go."""
@@ -284,7 +284,7 @@ def test_an_invalid_appschedule_is_refused_at_apply_naming_task_and_field(
 
 
 def test_a_controller_outage_across_three_fires_gives_misses_a_late_run_or_caught_up_runs(
-    world: World, cluster: ClusterUnderTest, operator: OperatorProcess, prometheus_server: Prometheus
+    world: Namespaced, cluster: ClusterUnderTest, operator: OperatorProcess, prometheus_server: Prometheus
 ) -> None:
     """kube-controller-manager down across three fire times: a task whose startingDeadlineSeconds is
     shorter than the outage misses all three; one whose deadline is longer misses the first two and runs the
@@ -340,7 +340,7 @@ def test_a_controller_outage_across_three_fires_gives_misses_a_late_run_or_caugh
     _alerts_and_dashboard(world, operator, prometheus_server, began)
 
 
-def _alerts_and_dashboard(world: World, operator: OperatorProcess, server: Prometheus, began: float) -> None:
+def _alerts_and_dashboard(world: Namespaced, operator: OperatorProcess, server: Prometheus, began: float) -> None:
     namespace = world.namespace
 
     def firing(task: str) -> list[dict[str, Any]]:
@@ -402,7 +402,7 @@ def _alerts_and_dashboard(world: World, operator: OperatorProcess, server: Prome
                 and a["state"] == "firing"]  # fmt: skip
 
 
-def test_release_jobs_lets_go_of_every_held_job(world: World, cluster: ClusterUnderTest) -> None:
+def test_release_jobs_lets_go_of_every_held_job(world: Namespaced, cluster: ClusterUnderTest) -> None:
     """What uninstalling runs: no Job stays behind the ledger's finalizer once the operator is gone."""
     labels = {"appschedule.dev/task": "orphan", "appschedule.dev/appschedule": "gone"}
     pod = {"restartPolicy": "Never", "containers": [{"name": "x", "image": "x", "command": ["x"]}]}

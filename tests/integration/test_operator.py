@@ -25,7 +25,7 @@ GROUP, VERSION, PLURAL = naming.GROUP, naming.VERSION, naming.PLURAL
 WEEKLY = "0 17 * * 5"  # far from any test's minute: status does not move while a test runs
 
 
-class World:
+class Namespaced:
     """Raw JSON reads and writes of the objects a test cares about, in one namespace."""
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
@@ -90,11 +90,11 @@ def until(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
 
 
 @pytest.fixture
-def world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> World:
-    return World(api, namespace)
+def world(api: client.ApiClient, namespace: str, operator: OperatorProcess) -> Namespaced:
+    return Namespaced(api, namespace)
 
 
-def test_create_applies_cronjobs_and_reports_status(world: World, kubectl: Kubectl) -> None:
+def test_create_applies_cronjobs_and_reports_status(world: Namespaced, kubectl: Kubectl) -> None:
     world.deployment()
     world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *"), task("sync", "0 */6 * * *")])
     until(lambda: set(world.cronjobs()) == {"shop-report", "shop-cleanup", "shop-sync"}, "three CronJobs")
@@ -114,7 +114,7 @@ def test_create_applies_cronjobs_and_reports_status(world: World, kubectl: Kubec
     assert status["nextRunTime"] in row
 
 
-def test_changes_converge_removed_tasks_go_and_deletion_collects(world: World) -> None:
+def test_changes_converge_removed_tasks_go_and_deletion_collects(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("shop", [task("report"), task("cleanup")])
     until(lambda: set(world.cronjobs()) == {"shop-report", "shop-cleanup"}, "two CronJobs")
@@ -125,7 +125,7 @@ def test_changes_converge_removed_tasks_go_and_deletion_collects(world: World) -
     until(lambda: world.cronjobs() == {}, "garbage collection of the CronJobs", timeout=60)
 
 
-def test_hand_edits_and_deletions_are_put_back(world: World) -> None:
+def test_hand_edits_and_deletions_are_put_back(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("shop", [task("report")])
     until(lambda: "shop-report" in world.cronjobs(), "the CronJob")
@@ -142,7 +142,7 @@ def test_hand_edits_and_deletions_are_put_back(world: World) -> None:
     )
 
 
-def test_rollout_reaches_the_cronjobs_within_seconds(world: World) -> None:
+def test_rollout_reaches_the_cronjobs_within_seconds(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("shop", [task("report"), task("sync", "*/30 * * * *")])
     until(lambda: len(world.cronjobs()) == 2, "the CronJobs")
@@ -178,7 +178,7 @@ def test_rollout_reaches_the_cronjobs_within_seconds(world: World) -> None:
     )
 
 
-def test_missing_deployment_keeps_cronjobs_and_says_so(world: World) -> None:
+def test_missing_deployment_keeps_cronjobs_and_says_so(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("shop", [task("report")])
     until(lambda: world.condition("shop").get("status") == "True", "Ready=True")
@@ -197,7 +197,7 @@ def test_missing_deployment_keeps_cronjobs_and_says_so(world: World) -> None:
     assert image_of(world.cronjobs()["shop-report"]) == "registry.example.com/shop/web:1.4.3"
 
 
-def test_invalid_task_is_named_and_the_others_reconcile(world: World) -> None:
+def test_invalid_task_is_named_and_the_others_reconcile(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("shop", [task("report"), task("broken", "0 17 * * 7"), task("sync", "0 * * * *")])
     until(lambda: set(world.cronjobs()) == {"shop-report", "shop-sync"}, "the two valid CronJobs")
@@ -215,7 +215,7 @@ def test_invalid_task_is_named_and_the_others_reconcile(world: World) -> None:
     until(lambda: len(world.cronjobs()) == 3 and world.condition("shop").get("status") == "True", "the fix")
 
 
-def test_task_conflict_the_older_appschedule_keeps_the_task(world: World) -> None:
+def test_task_conflict_the_older_appschedule_keeps_the_task(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("blue", [task("report"), task("blue-only")])
     until(lambda: set(world.cronjobs()) == {"blue-report", "blue-blue-only"}, "blue's CronJobs")
@@ -230,7 +230,7 @@ def test_task_conflict_the_older_appschedule_keeps_the_task(world: World) -> Non
     until(lambda: world.condition("green").get("status") == "True", "green Ready")
 
 
-def test_resync_of_an_unchanged_appschedule_writes_nothing(world: World, operator: OperatorProcess) -> None:
+def test_resync_of_an_unchanged_appschedule_writes_nothing(world: Namespaced, operator: OperatorProcess) -> None:
     world.deployment()
     world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *")])
     until(lambda: world.condition("shop").get("status") == "True" and len(world.cronjobs()) == 2, "convergence")
@@ -259,12 +259,12 @@ def expected_names(count: int, tasks: int) -> set[str]:
     return {f"app-{i:02d}-t{i:02d}-{j}" for i in range(count) for j in range(tasks)}
 
 
-def create_many(world: World, count: int, tasks: int) -> None:
+def create_many(world: Namespaced, count: int, tasks: int) -> None:
     for i in range(count):
         world.appschedule(f"app-{i:02d}", many_tasks(i, tasks))
 
 
-def all_ready(world: World, count: int) -> bool:
+def all_ready(world: Namespaced, count: int) -> bool:
     raw = world.custom.list_namespaced_custom_object(GROUP, VERSION, world.namespace, PLURAL)
     ready = [
         a
@@ -274,14 +274,16 @@ def all_ready(world: World, count: int) -> bool:
     return len(ready) == count
 
 
-def test_twenty_appschedules_created_at_once_converge(world: World) -> None:
+def test_twenty_appschedules_created_at_once_converge(world: Namespaced) -> None:
     world.deployment()
     create_many(world, 20, 3)
     until(lambda: set(world.cronjobs()) == expected_names(20, 3), "60 CronJobs", timeout=90)
     until(lambda: all_ready(world, 20), "20 Ready AppSchedules", timeout=60)
 
 
-def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: World, operator: OperatorProcess) -> None:
+def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(
+    world: Namespaced, operator: OperatorProcess
+) -> None:
     world.deployment()
     operator.kill()  # SIGKILL: no cleanup of any kind
     try:
@@ -309,7 +311,7 @@ def test_sigkill_mid_reconcile_converges_without_duplicates_or_orphans(world: Wo
 
 
 def test_h_resolves_to_what_next_prints_and_stays_through_a_restart(
-    world: World, operator: OperatorProcess, tmp_path: Path
+    world: Namespaced, operator: OperatorProcess, tmp_path: Path
 ) -> None:
     """H in schedules: each CronJob runs the plain schedule `appschedule next` prints for its task, the
     status says the same, and an operator started again resolves it alike (the CronJob is not rewritten)."""
@@ -345,7 +347,7 @@ def test_liveness_endpoint_answers(operator: OperatorProcess) -> None:
         assert response.status == 200
 
 
-def test_a_bad_object_never_stops_the_operator(world: World, operator: OperatorProcess) -> None:
+def test_a_bad_object_never_stops_the_operator(world: Namespaced, operator: OperatorProcess) -> None:
     world.deployment()
     # objects the API server accepts but nothing else would; then a good one must still converge
     world.appschedule("nodeploy", [task("a")], deployment="missing")
@@ -363,7 +365,7 @@ def test_a_bad_object_never_stops_the_operator(world: World, operator: OperatorP
     assert operator.process is not None and operator.process.poll() is None
 
 
-def test_a_cronjob_the_api_server_refuses_is_named_and_the_others_apply(world: World) -> None:
+def test_a_cronjob_the_api_server_refuses_is_named_and_the_others_apply(world: Namespaced) -> None:
     world.deployment()
     greedy = task("greedy", resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}})  # requests > limits
     world.appschedule("shop", [greedy, task("fine")])
@@ -375,7 +377,7 @@ def test_a_cronjob_the_api_server_refuses_is_named_and_the_others_apply(world: W
     assert "must be less than or equal to cpu limit" in ready["message"]
 
 
-def test_a_cronjob_that_is_not_ours_is_never_taken_over(world: World) -> None:
+def test_a_cronjob_that_is_not_ours_is_never_taken_over(world: Namespaced) -> None:
     world.deployment()
     world.batch.create_namespaced_cron_job(
         world.namespace,
@@ -405,7 +407,7 @@ def probe(operator: OperatorProcess) -> dict[str, Any]:
         return result
 
 
-def test_idle_operator_reads_only_from_its_watches(world: World, operator: OperatorProcess) -> None:
+def test_idle_operator_reads_only_from_its_watches(world: Namespaced, operator: OperatorProcess) -> None:
     """Several resync periods with nothing changing: reconciles happen, from memory, with no request."""
     world.deployment()
     world.appschedule("shop", [task("report"), task("cleanup", "30 3 * * *")])
@@ -424,7 +426,7 @@ def test_idle_operator_reads_only_from_its_watches(world: World, operator: Opera
 
 
 def test_owned_job_fields_are_put_back_and_foreign_additions_cause_no_write_loop(
-    world: World, operator: OperatorProcess, kubectl: Kubectl
+    world: Namespaced, operator: OperatorProcess, kubectl: Kubectl
 ) -> None:
     world.deployment()
     world.appschedule("shop", [task("report")])
@@ -444,7 +446,7 @@ def test_owned_job_fields_are_put_back_and_foreign_additions_cause_no_write_loop
     assert all(r["writes"] == 0 for r in operator.reconciles(world.namespace, "shop")[seen + 1 :])
 
 
-def test_task_with_empty_resources_inherits_the_containers(world: World) -> None:
+def test_task_with_empty_resources_inherits_the_containers(world: Namespaced) -> None:
     world.deployment()
     world.appschedule("shop", [task("report", resources={})])
     until(lambda: "shop-report" in world.cronjobs(), "the CronJob")

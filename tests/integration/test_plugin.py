@@ -21,7 +21,7 @@ from tests.kit.chart import tool
 from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, OperatorProcess
-from .test_operator import World, task
+from .test_operator import Namespaced, task
 
 
 def plugin(cluster: ClusterUnderTest, *args: str) -> subprocess.CompletedProcess[str]:
@@ -58,7 +58,7 @@ def in_terminal(cluster: ClusterUnderTest, *args: str) -> str:
 def test_status_and_history_through_kubectl(
     cluster: ClusterUnderTest, api: client.ApiClient, namespace: str, operator: OperatorProcess
 ) -> None:
-    world = World(api, namespace)
+    world = Namespaced(api, namespace)
     world.deployment()
     world.appschedule("shop", [task("report", "H 17 * * 5"), task("sync", "*/5 * * * *")])
     wait_for(
@@ -101,7 +101,7 @@ def test_run_and_rerun_carry_their_keys_and_are_counted_as_what_they_are(
 ) -> None:
     """A real fire, then `run` (a key of its own) and `rerun` of that fire (its key): counted manual 1 and
     reruns 1, no duplicate; a time that is not a fire is refused naming the nearest."""
-    world = World(api, namespace)
+    world = Namespaced(api, namespace)
     world.deployment()
     world.appschedule("shop", [task("tick", "* * * * *")])
 
@@ -151,7 +151,7 @@ def test_backfill_of_ten_fires_two_at_a_time_survives_a_sigkill_of_the_operator(
     """`kubectl appschedule backfill` of 10 past fires with --parallel 2: the operator runs each fire once
     with that fire's key, oldest first, never more than 2 at once, also across a SIGKILL of the operator
     halfway; the ledger counts them backfilled (not runs, not duplicates); --remove deletes its Jobs."""
-    world = World(api, namespace)
+    world = Namespaced(api, namespace)
     world.deployment()
     world.appschedule("shop", [task("tick", "*/5 * * * *")])
     wait_for(lambda: world.cronjobs(), timeout=30, what="the CronJob")

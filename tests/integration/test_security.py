@@ -24,7 +24,7 @@ from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
 from .test_ledger import webhook_only_operator
-from .test_operator import World
+from .test_operator import Namespaced
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_an_appschedule_never_reaches_another_namespace(
     other = f"{namespace}-other"
     kubectl("create", "namespace", other)
     try:
-        World(api, other).deployment("elsewhere")
+        Namespaced(api, other).deployment("elsewhere")
         kubectl("create", "-f", "-", input=_schedule(namespace, deployment="elsewhere"))
 
         def ready() -> dict[str, Any] | None:

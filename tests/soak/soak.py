@@ -333,7 +333,7 @@ class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
-        self.cluster = localcluster.Cluster()
+        self.cluster = localcluster.LocalCluster()
         self.out = Path(args.out)
         self.plan = workload(self.rng, args.appschedules, args.tasks)
         self.live: dict[str, list[TaskSpec]] = {}  # AppSchedules that exist now
