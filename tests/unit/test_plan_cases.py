@@ -123,3 +123,19 @@ def test_a_task_is_taken_over_only_when_no_cronjob_for_it_exists(deployment: dic
     assert [m["metadata"]["name"] for m in plan(world_of(green, deployment, [], [broken]), NOW).apply] == [
         "green-report"
     ]
+
+
+def test_of_several_older_appschedules_sharing_a_cronjob_name_the_oldest_keeps_it(deployment: dict[str, Any]) -> None:
+    """shop/weekly-sales-report, shop-weekly/sales-report and shop-weekly-sales/report are all CronJob
+    shop-weekly-sales-report: the youngest names the oldest, whatever order the store lists them in."""
+    from appschedule.core import ownership
+    from appschedule.core.view import Holder
+
+    oldest = appschedule("shop", [task("weekly-sales-report")], "2026-01-01T00:00:00Z")
+    middle = appschedule("shop-weekly", [task("sales-report")], "2026-02-01T00:00:00Z")
+    youngest = appschedule("shop-weekly-sales", [task("report")], "2026-03-01T00:00:00Z")
+    for siblings in ([oldest, middle], [middle, oldest]):
+        built = world_of(youngest, deployment, siblings=siblings)
+        assert ownership.name_claimants(built) == {"shop-weekly-sales-report": Holder("shop", "weekly-sales-report")}
+        (conflict,) = ownership.conflicts(built, {"report": 0}).values()
+        assert "AppSchedule 'shop'" in conflict.message

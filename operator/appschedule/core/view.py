@@ -289,6 +289,16 @@ class Holder:
 
 
 @dataclass(frozen=True)
+class Claimant:
+    """Another AppSchedule of the namespace that wants a task or a CronJob name too: its name, its seniority
+    (``AppScheduleView.seniority``) and the task (its own name for it)."""
+
+    appschedule: str
+    seniority: tuple[str, str]
+    task: str
+
+
+@dataclass(frozen=True)
 class World:
     """What one reconcile of one AppSchedule reads: a snapshot of the view, plus the facts about its
     namespace that task ownership needs (DESIGN "Task ownership")."""
@@ -297,6 +307,8 @@ class World:
     deployment: DeploymentView | None
     cronjobs: Mapping[str, CronJobView]  # carrying its appschedule label, by name
     held_elsewhere: Mapping[str, Holder]  # task -> the CronJob (and its AppSchedule) that runs it elsewhere
-    senior_claimant: Mapping[str, str]  # task -> an older AppSchedule declaring it validly (when nobody holds it)
-    name_claimant: Mapping[str, Holder]  # CronJob name -> an older AppSchedule (and its task) that has the name
+    # the facts ownership.py decides from: the others declaring each task validly, and the others whose
+    # CronJob name for one of their tasks is one of this AppSchedule's (core/ownership.py picks the senior)
+    declaring: Mapping[str, Sequence[Claimant]] = field(default_factory=dict)  # task -> others declaring it
+    sharing_names: Mapping[str, Sequence[Claimant]] = field(default_factory=dict)  # CronJob name -> others with it
     jobs: Mapping[str, Sequence[JobView]] = field(default_factory=dict)  # task -> its Jobs (this AppSchedule's)

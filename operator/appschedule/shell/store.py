@@ -27,6 +27,7 @@ from typing import Any
 from ..core import naming
 from ..core.view import (
     AppScheduleView,
+    Claimant,
     CronJobView,
     DeploymentView,
     Holder,
@@ -241,31 +242,26 @@ class Store:
         assert deployment is None or isinstance(deployment, DeploymentView)
         cronjobs = {n: self.cronjobs[namespace, n] for n in self._labelled.get(key, ())}
         held: dict[str, Holder] = {}
-        senior: dict[str, str] = {}
+        declaring: dict[str, list[Claimant]] = {}
         for task in set(view.declared):
             for name in self._holders.get((namespace, task), ()):
                 other = self.cronjobs[namespace, name]
                 if not other.ours(view):
                     held[task] = Holder(other.appschedule, name)
-            if task in view.valid:
-                older = [
-                    self.appschedules[namespace, a]
-                    for a in self._declarers.get((namespace, task), ())
-                    if a != view.name
-                ]
-                older = [a for a in older if a.seniority < view.seniority]
-                if older:
-                    senior[task] = min(older, key=lambda a: a.seniority).name
-        claimed: dict[str, Holder] = {}
+            others = sorted(a for a in self._declarers.get((namespace, task), ()) if a != view.name)
+            if others:
+                declaring[task] = [Claimant(a, self.appschedules[namespace, a].seniority, task) for a in others]
+        naming_others: dict[str, list[Claimant]] = {}
         for cronjob in view.cronjob_names():
-            for other_name in self._named.get((namespace, cronjob), ()):
-                sibling = self.appschedules[namespace, other_name]
-                if other_name != view.name and sibling.seniority < view.seniority:
-                    claimed[cronjob] = Holder(other_name, sibling.cronjob_names()[cronjob])
+            for other_name in sorted(self._named.get((namespace, cronjob), ())):
+                if other_name != view.name:
+                    sibling = self.appschedules[namespace, other_name]
+                    claim = Claimant(other_name, sibling.seniority, sibling.cronjob_names()[cronjob])
+                    naming_others.setdefault(cronjob, []).append(claim)
         jobs: dict[str, list[JobView]] = {}
         for job in self.jobs_of(key):
             jobs.setdefault(job.task, []).append(job)
-        return World(view, deployment, cronjobs, held, senior, claimed, jobs)
+        return World(view, deployment, cronjobs, held, declaring, naming_others, jobs)
 
 
 @dataclass(frozen=True)
