@@ -8,21 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
-
 from appschedule.core.reconcile import plan
 from appschedule.core.render import render
 from tests.kit.worlds import world_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def deployment() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
-    return data
 
 
 def appschedule(name: str, tasks: list[dict[str, Any]], created: str = "2026-03-01T00:00:00Z") -> dict[str, Any]:

@@ -20,12 +20,6 @@ NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def deployment() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
-    return data
-
-
-@pytest.fixture
 def appschedule() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((EXAMPLES / "appschedule.yaml").read_text())
     data["metadata"].update(uid="uid-shop", generation=1, creationTimestamp="2026-03-01T00:00:00Z")

@@ -22,11 +22,6 @@ def load(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def deployment() -> dict[str, Any]:
-    return load("deployment.yaml")
-
-
-@pytest.fixture
 def appschedule() -> dict[str, Any]:
     data = load("appschedule.yaml")
     data["metadata"]["uid"] = "0f0f0f0f-1111-2222-3333-444444444444"
