@@ -11,13 +11,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 import yaml
 
 from appschedule.core import naming
 from appschedule.core.keys import rfc3339
 from appschedule.core.view import project_appschedule, project_cronjob, project_deployment, project_job
-from appschedule.shell.controller import Controller, Options, WriteFailed
+from appschedule.shell.controller import Controller, Options
 from appschedule.shell.leader import Fenced
 from tests.kit.fake_cluster import FakeCluster, api_error
 
@@ -105,7 +104,7 @@ def converged() -> tuple[FakeCluster, dict[str, Any], dict[str, Any]]:
 def test_the_first_reconcile_applies_every_cronjob_then_writes_the_status() -> None:
     appschedule, deployment = objects()
     cluster = FakeCluster()
-    outcome = run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW))
+    outcome = run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW)).outcome
     assert cluster.calls == [
         "apply_cronjob shop/shop-weekly-report",
         "apply_cronjob shop/shop-nightly-cleanup",
@@ -120,7 +119,7 @@ def test_an_apply_refused_is_planned_again_and_named_while_the_other_tasks_go_on
     appschedule, deployment = objects()
     cluster = FakeCluster()
     cluster.fail("apply_cronjob", api_error(422, "spec.jobTemplate: Invalid value: a webhook says no"))
-    outcome = run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW))
+    outcome = run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW)).outcome
     assert sorted(name for _, name in cluster.cronjobs) == ["shop-nightly-cleanup", "shop-sync-inventory"]
     ready = cluster.statuses[KEY]["conditions"][0]
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
@@ -133,10 +132,9 @@ def test_a_status_refused_as_too_large_lets_every_held_job_go_and_says_so() -> N
     held = job_body("sync-inventory", NOW + timedelta(minutes=5))
     cluster.jobs["shop", held["metadata"]["name"]] = held
     cluster.fail("replace_status", api_error(413, "Request entity too large: limit is 3145728"))
-    outcome = run(
-        lambda: controller(cluster, settled, deployment).reconcile(KEY, NOW + timedelta(minutes=5, seconds=30))
-    )
-    assert outcome.status == 0 and "StatusRefused" in cluster.reasons()
+    later = NOW + timedelta(minutes=5, seconds=30)
+    result = run(lambda: controller(cluster, settled, deployment).reconcile(KEY, later))
+    assert result.outcome.status == 0 and result.retry is None and "StatusRefused" in cluster.reasons()
     assert naming.LEDGER_FINALIZER not in cluster.jobs["shop", held["metadata"]["name"]]["metadata"]["finalizers"]
 
 
@@ -148,8 +146,8 @@ def test_a_job_not_created_is_reported_after_the_status_and_retried_with_back_of
     ]
     settled["metadata"]["generation"] = 2
     cluster.fail("create_job", api_error(403, "jobs is forbidden: exceeded quota"))
-    with pytest.raises(WriteFailed, match=r"could not create Job .* exceeded quota"):
-        run(lambda: controller(cluster, settled, deployment).reconcile(KEY, NOW + timedelta(seconds=10)))
+    result = run(lambda: controller(cluster, settled, deployment).reconcile(KEY, NOW + timedelta(seconds=10)))
+    assert result.retry and "could not create Job" in result.retry and "exceeded quota" in result.retry
     assert cluster.calls[0].startswith("create_job") and "replace_status shop/shop" in cluster.calls
     assert "JobNotCreated" in cluster.reasons() and not cluster.jobs
 
@@ -158,12 +156,9 @@ def test_a_status_whose_only_news_is_the_next_run_time_waits_for_that_runs_job()
     cluster, settled, deployment = converged()
     made = controller(cluster, settled, deployment)
 
-    async def reconcile_and_look() -> bool:
-        outcome = await made.reconcile(KEY, NOW + timedelta(minutes=5, seconds=2))  # 12:05 came, no Job yet
-        assert outcome.writes == 0
-        return KEY in made.timers  # woken again when its wait is over
-
-    assert run(reconcile_and_look) and cluster.calls == []
+    result = run(lambda: made.reconcile(KEY, NOW + timedelta(minutes=5, seconds=2)))  # 12:05 came, no Job yet
+    assert result.outcome.writes == 0 and cluster.calls == []
+    assert result.wake_at is not None and result.wake_at <= NOW + timedelta(minutes=6, seconds=2)  # its wait ends
 
 
 def test_a_reconcile_fenced_between_two_writes_stops_there() -> None:
@@ -178,8 +173,8 @@ def test_a_reconcile_fenced_between_two_writes_stops_there() -> None:
             raise Fenced("not the leader on Lease ops/appschedule-operator: no write") from None
 
     cluster.fence = fence
-    with pytest.raises(Fenced):
-        run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW))
+    result = run(lambda: controller(cluster, appschedule, deployment).reconcile(KEY, NOW))
+    assert result.fenced and "not the leader" in result.fenced
     assert cluster.calls == ["apply_cronjob shop/shop-weekly-report"] and KEY not in cluster.statuses
 
 

@@ -12,7 +12,7 @@ from kubernetes import client
 
 from appschedule.core.view import project_appschedule
 from appschedule.shell.api import Cluster
-from appschedule.shell.controller import Controller, Options, Outcome
+from appschedule.shell.controller import Controller, Options, Outcome, Result
 from appschedule.shell.workqueue import WorkQueue
 
 
@@ -29,13 +29,13 @@ def controller(workers: int = 2, resync: float = 3600) -> Controller:
 def test_failing_key_gets_one_timer_and_the_workers_survive(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
 
-    async def failing(self: Controller, key: tuple[str, str], now: datetime) -> Outcome:
+    async def failing(self: Controller, key: tuple[str, str], now: datetime) -> Result:
         calls.append(key)
         if key[1] == "bad":
             raise RuntimeError("boom")
         if key[1] == "worse":
             raise SystemExit("a BaseException from deep inside")
-        return Outcome()
+        return Result(Outcome())
 
     monkeypatch.setattr(Controller, "reconcile", failing)
 
@@ -126,9 +126,9 @@ def test_liveness_fails_when_a_worker_is_stuck(monkeypatch: pytest.MonkeyPatch) 
 def test_a_paused_replica_takes_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str]] = []
 
-    async def record(self: Controller, key: tuple[str, str], now: datetime) -> Outcome:
+    async def record(self: Controller, key: tuple[str, str], now: datetime) -> Result:
         calls.append(key)
-        return Outcome()
+        return Result(Outcome())
 
     monkeypatch.setattr(Controller, "reconcile", record)
 

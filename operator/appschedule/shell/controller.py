@@ -37,12 +37,13 @@ from ..core.lease import RETRY_SECONDS
 from ..core.reconcile import Plan, plan
 from ..core.schedule import earliest
 from ..core.status import StatusWait, wait_left
-from ..core.view import World, project_cronjob, project_deployment, project_job
+from ..core.view import World, project_deployment
 from . import metrics
-from .api import Cluster, failure_of, message_of
+from .api import Cluster, failure_of
 from .leader import Fenced
 from .store import DeploymentMiss, Store
 from .workqueue import Key, WorkQueue
+from .writer import Ours, Refused, Writer
 
 log = logging.getLogger("appschedule")
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
@@ -74,8 +75,14 @@ class Outcome:
         return self.applied + self.deleted + self.status + self.events + self.released + self.jobs
 
 
-class WriteFailed(Exception):
-    """A write failed for a reason that is ours (RBAC, a terminating namespace): reported, retried."""
+@dataclass
+class Result:
+    """What a reconcile says to the queue (``_process`` alone acts on it)."""
+
+    outcome: Outcome
+    retry: str | None = None  # what failed for a reason of ours (reported): tried again with back-off
+    wake_at: datetime | None = None  # when time alone changes the ledger: the key is queued again then
+    fenced: str | None = None  # this replica may no longer write: the next leader plans it again
 
 
 @dataclass
@@ -213,48 +220,59 @@ class Controller:
                 self.queue.done(key, retry_in=self.queue.failed(key))
 
     async def _process(self, key: Key) -> None:
+        """One reconcile of ``key``, and what its result means for the queue (as controller-runtime's
+        reconcileHandler maps a Result): done, queued again at a time, retried with back-off, or left to the
+        next leader."""
         started = time.monotonic()
+        now = datetime.now(UTC)
         try:
-            outcome = await self.reconcile(key, datetime.now(UTC))
-        except Fenced as error:  # leadership ended under this reconcile: the next leader plans it again
-            log.info("reconcile of %s/%s stopped: %s", *key, error)
-            self.queue.done(key, retry_in=RETRY_SECONDS)
+            result = await self.reconcile(key, now)
+        except Fenced as error:  # a write outside the reconcile's own (none today): as a fenced result
+            result = Result(Outcome(), fenced=str(error))
         except ApiException as error:
             metrics.RECONCILES.labels("failed").inc()
             failure = failure_of(error)
-            conflict, transient = failure == "conflict", failure == "transient"
             log.warning("reconcile of %s/%s failed (%s %s)", *key, error.status, error.reason)
-            self.queue.done(key, retry_in=self.queue.failed(key, conflict=conflict, transient=transient))
-        except WriteFailed as error:
-            metrics.RECONCILES.labels("failed").inc()
-            log.warning("reconcile of %s/%s failed: %s", *key, error)
-            self.queue.done(key, retry_in=self.queue.failed(key))
+            retry_in = self.queue.failed(key, conflict=failure == "conflict", transient=failure == "transient")
+            self.queue.done(key, retry_in=retry_in)
+            return
         except (HTTPError, OSError) as error:  # the API server is away (a restart, a network cut): one line
             metrics.RECONCILES.labels("failed").inc()
             log.warning("reconcile of %s/%s failed: API server unreachable (%s)", *key, type(error).__name__)
             self.queue.done(key, retry_in=self.queue.failed(key, transient=True))
-        except Exception as error:
+            return
+        except Exception:
             metrics.RECONCILES.labels("failed").inc()
             log.exception("reconcile of %s/%s failed", *key)
             self.queue.done(key, retry_in=self.queue.failed(key))
-            del error
-        else:
-            self.reconciles += 1
-            metrics.RECONCILES.labels("ok").inc()
-            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
-            self.queue.done(key)
-            log.info(
-                "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d released=%d writes=%d in %.0fms",
-                *key,
-                outcome.applied,
-                outcome.deleted,
-                outcome.status,
-                outcome.events,
-                outcome.released,
-                outcome.writes,
-                (time.monotonic() - started) * 1000,
-                extra={"namespace": key[0], "appschedule": key[1], "writes": outcome.writes},
-            )
+            return
+        outcome = result.outcome
+        if result.fenced:  # leadership ended under this reconcile: the next leader plans it again
+            log.info("reconcile of %s/%s stopped: %s", *key, result.fenced)
+            self.queue.done(key, retry_in=RETRY_SECONDS)
+            return
+        self._wake_at(key, result.wake_at, now)
+        if result.retry:  # reported (a condition, an Event): tried again with back-off
+            metrics.RECONCILES.labels("failed").inc()
+            log.warning("reconcile of %s/%s failed: %s", *key, result.retry)
+            self.queue.done(key, retry_in=self.queue.failed(key))
+            return
+        self.reconciles += 1
+        metrics.RECONCILES.labels("ok").inc()
+        metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+        self.queue.done(key)
+        log.info(
+            "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d released=%d writes=%d in %.0fms",
+            *key,
+            outcome.applied,
+            outcome.deleted,
+            outcome.status,
+            outcome.events,
+            outcome.released,
+            outcome.writes,
+            (time.monotonic() - started) * 1000,
+            extra={"namespace": key[0], "appschedule": key[1], "writes": outcome.writes},
+        )
 
     async def _world(self, key: Key) -> World | None:
         world = self.store.world(key)
@@ -268,129 +286,87 @@ class Controller:
         """Wake the others a write of ours concerns; not the key itself (it is being reconciled)."""
         self.wake(woken - {key})
 
-    async def reconcile(self, key: Key, now: datetime) -> Outcome:
+    async def reconcile(self, key: Key, now: datetime) -> Result:
+        """Read, plan, write the CronJobs, plan again with what the API server said of them, write the Jobs, the
+        status, the releases and the Events; the result says what the queue should do next."""
         world = await self._world(key)
         if world is None:  # gone or going: its CronJobs go with it (garbage collection by ownerReference)
-            self.waiting.pop(key, None)
-            outcome = Outcome()
-            if key not in self.store.appschedules:  # its Jobs can be counted by nobody: let them go
-                holding = [j.name for j in self.store.jobs_of(key) if j.finalizer]
-                if not key[1]:  # Jobs whose labels were removed after admission: the ledger finalized them
-                    holding += self.store.take_left(key[0])
-                outcome.released = await self._release(key[0], holding)
-                metrics.forget(key[0], key[1], {j.task for j in self.store.jobs_of(key)})
-            return outcome
-        view = world.appschedule
+            return await self._gone(key)
+        write = Writer(self.cluster, self.store, key, self.wake)
         decided = await self._plan(world, now)
         # about to count a fire missed, from a view the watches keep: a Job for it may be on its way (the watch
         # was down with the API server, or lags). Read the AppSchedule's Jobs once and plan again.
-        if _missed(decided.status) > _missed(view.status) and await self._confirm_jobs(key):
+        if _missed(decided.status) > _missed(world.appschedule.status) and await write.confirm_jobs():
             world = await self._world(key)
             if world is None:
-                return Outcome()
-            view = world.appschedule
+                return Result(Outcome())
             decided = await self._plan(world, now)
         outcome = Outcome()
-        rejected: dict[str, str] = {}
-        failed: dict[str, str] = {}
-        for manifest in decided.apply:
-            name = str(manifest["metadata"]["name"])
-            task = str(manifest["metadata"]["labels"][naming.LABEL_TASK])
-            held = world.cronjobs.get(name)
-            force = held is not None and held.ours(view)
-            try:
-                body = await self._apply(manifest, force=force, uid=view.uid)
-            except ApiException as error:
-                failure = failure_of(error)
-                if failure == "conflict":
-                    rejected[task] = (
-                        f"a CronJob named {name!r} already exists and is not this AppSchedule's; rename or remove it"
-                    )
-                elif failure in ("refused", "too-large"):
-                    rejected[task] = f"the API server refused CronJob {name!r}: {message_of(error)}"
-                elif failure == "ours":
-                    failed[task] = (
-                        f"the operator could not write CronJob {name!r} ({error.status} {error.reason}: "
-                        f"{message_of(error)}); retrying"
-                    )
-                else:
-                    raise
-                continue
-            outcome.applied += 1
-            self._wake_others(key, self.store.put_cronjob(project_cronjob(body)))
-        if rejected or failed:
-            fresh = await self._world(key)
-            if fresh is None:
-                return outcome
-            world = fresh
-            decided = await self._plan(world, now, rejected=rejected, failed=failed)
-        for name in decided.delete:
-            cronjob = world.cronjobs[name]
-            await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, name, cronjob.uid)
-            outcome.deleted += 1
-            self._wake_others(key, self.store.drop_cronjob(cronjob.namespace, name))
-        outcome.jobs, not_started = await self._write_jobs(key, decided)  # never waits for the status: idempotent
-        appschedule = world.appschedule.as_object()
-        metrics.track(key[0], key[1], view.status)
-        left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
-        if left > 0:
-            # only a fire that came, or runs that started: wait for what comes next (the fire's run, the runs'
-            # end) and write once. The step is done again from the stored status then, with its Events and
-            # releases (none are lost)
-            self._wake_at(key, earliest(decided.wake_at, now + timedelta(seconds=left)), now)
-            return outcome
-        self.waiting.pop(key, None)
-        if decided.status_changed:
-            try:
-                body = await asyncio.to_thread(self.cluster.replace_status, appschedule, decided.status)
-            except ApiException as error:
-                if failure_of(error) not in ("refused", "too-large"):  # it would be refused again
-                    raise
-                await self._status_refused(key, appschedule, error, now)
-                outcome.status = 0
-                return outcome
-            self.store.stored_status(key, body.get("status") or {}, str(body["metadata"]["resourceVersion"]))
-            outcome.status = 1
-            metrics.record_status(key[0], key[1], view.status, body.get("status") or {})
-            metrics.record_durations(key[0], key[1], decided.finished)
-        outcome.released = await self._release(key[0], decided.release)  # recorded in the status written
-        self._wake_at(key, decided.wake_at, now)
-        for event in decided.events:
-            try:
-                await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)
-                outcome.events += 1
-            except ApiException as error:  # an Event is best effort: never fail the reconcile for it
-                log.warning("could not post event %s on %s/%s: %s", event.reason, *key, error.reason)
-        if not_started:  # reported, and tried again with back-off
-            try:
-                event = Event("Warning", "JobNotCreated", not_started[:1024])
-                await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)
-            except ApiException as error:
-                log.warning("could not post event JobNotCreated on %s/%s: %s", *key, error.reason)
-        if failed or not_started:
-            raise WriteFailed("; ".join([*failed.values(), *([not_started] if not_started else [])]))
-        return outcome
-
-    async def _status_refused(
-        self, key: Key, appschedule: Mapping[str, Any], error: ApiException, now: datetime
-    ) -> None:
-        """The API server refused the status (too large, or invalid): nothing the ledger decides can be
-        recorded. Say so (a Warning Event, a metric, the log), let go of every Job held for the ledger (a Job
-        whose run cannot be recorded must not stay undeletable), and go on: the CronJobs are already applied."""
-        why = f"{error.status} {error.reason}: {message_of(error)}"[:900]
-        log.error("%s/%s: the API server refused the status (%s); runs are not being recorded", *key, why)
-        metrics.STATUS_REFUSED.labels(*key).inc()
-        holding = [j.name for j in self.store.jobs_of(key) if j.finalizer]
-        await self._release(key[0], holding)
-        message = (
-            f"the API server refused the status ({why}); runs are not being recorded and {len(holding)} "
-            "Job(s) were let go; the CronJobs are reconciled as usual"
-        )
-        event = Event("Warning", "StatusRefused", message)
         try:
-            await asyncio.to_thread(self.cluster.post_event, appschedule, event, now)
-        except ApiException as failure:
-            log.warning("could not post event StatusRefused on %s/%s: %s", *key, failure.reason)
+            refused, ours = await self._write_cronjobs(write, world, decided, outcome)
+            if refused or ours:
+                world = await self._world(key)
+                if world is None:
+                    return Result(outcome)
+                decided = await self._plan(world, now, rejected=refused, failed=ours)
+            for name in decided.delete:
+                await write.delete_cronjob(world.cronjobs[name])
+                outcome.deleted += 1
+            outcome.jobs, not_started = await self._write_jobs(write, decided)  # idempotent: never waits
+            metrics.track(*key, world.appschedule.status)
+            left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
+            if left > 0:  # a fire that came, or runs that started: the next plan writes it, with the rest
+                return Result(outcome, wake_at=earliest(decided.wake_at, now + timedelta(seconds=left)))
+            self.waiting.pop(key, None)
+            appschedule = world.appschedule.as_object()
+            if decided.status_changed:
+                if not await write.status(appschedule, decided.status, now):
+                    return Result(outcome)  # refused for good: said, and every held Job let go
+                outcome.status = 1
+                metrics.record_durations(*key, decided.finished)
+            outcome.released = await write.release(decided.release)  # recorded in the status written
+            outcome.events = await write.events(appschedule, decided.events, now)
+            if not_started:
+                await write.events(appschedule, [Event("Warning", "JobNotCreated", not_started[:1024])], now)
+        except Fenced as error:
+            return Result(outcome, fenced=str(error))
+        retry = "; ".join([*ours.values(), *([not_started] if not_started else [])])
+        return Result(outcome, retry=retry or None, wake_at=decided.wake_at)
+
+    async def _gone(self, key: Key) -> Result:
+        """An AppSchedule gone (or a key of Jobs nobody can record): its Jobs are let go."""
+        self.waiting.pop(key, None)
+        outcome = Outcome()
+        if key not in self.store.appschedules:  # its Jobs can be counted by nobody: let them go
+            holding = [j.name for j in self.store.jobs_of(key) if j.finalizer]
+            if not key[1]:  # Jobs whose labels were removed after admission: the ledger finalized them
+                holding += self.store.take_left(key[0])
+            try:
+                outcome.released = await Writer(self.cluster, self.store, key, self.wake).release(holding)
+            except Fenced as error:
+                return Result(outcome, fenced=str(error))
+            metrics.forget(key[0], key[1], {j.task for j in self.store.jobs_of(key)})
+        return Result(outcome)
+
+    async def _write_cronjobs(
+        self, write: Writer, world: World, decided: Plan, outcome: Outcome
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Apply the planned CronJobs; the tasks whose CronJob the API server refused (the user's to fix) and
+        those it did not take for a reason of ours (retried), each with what to say."""
+        refused: dict[str, str] = {}
+        ours: dict[str, str] = {}
+        view = world.appschedule
+        for manifest in decided.apply:
+            held = world.cronjobs.get(str(manifest["metadata"]["name"]))
+            answer = await write.apply_cronjob(manifest, held=held if held and held.ours(view) else None, uid=view.uid)
+            task = str(manifest["metadata"]["labels"][naming.LABEL_TASK])
+            if isinstance(answer, Refused):
+                refused[task] = answer.message
+            elif isinstance(answer, Ours):
+                ours[task] = answer.message
+            else:
+                outcome.applied += 1
+        return refused, ours
 
     async def _plan(self, world: World, now: datetime, **given: Any) -> Plan:
         """plan() in the planning thread: the event loop also answers both admission webhooks and the liveness
@@ -399,17 +375,7 @@ class Controller:
         over every millisecond (handlers.startup), so the loop gets it back within about that while a plan runs."""
         return await asyncio.get_running_loop().run_in_executor(self._planner, partial(plan, world, now, **given))
 
-    async def _confirm_jobs(self, key: Key) -> bool:
-        """Put the AppSchedule's Jobs, as the API server has them now, in the view; True when that changed it."""
-        bodies = await asyncio.to_thread(self.cluster.list_jobs, key[0], key[1])
-        changed = False
-        for body in bodies:
-            changed |= bool(self.store.put_job(project_job(body)))
-        if changed:
-            log.info("%s/%s: a Job the watch had not delivered yet was found before counting a missed run", *key)
-        return changed
-
-    async def _write_jobs(self, key: Key, decided: Plan) -> tuple[int, str | None]:
+    async def _write_jobs(self, write: Writer, decided: Plan) -> tuple[int, str | None]:
         """Create the Jobs the plan starts, in order (oldest fire first); each goes into the view from the
         create's answer, so the next plan counts it active at once. A Job of that name that exists already is
         not created twice. A create the API server refuses (a quota, an admission policy, RBAC, an invalid
@@ -419,43 +385,14 @@ class Controller:
         done = 0
         failure = None
         for manifest in decided.create:
-            name = manifest["metadata"]["name"]
-            try:
-                body = await asyncio.to_thread(self.cluster.create_job, manifest)
-            except Fenced:
-                raise
-            except (ApiException, HTTPError, OSError) as error:
-                why = (
-                    f"{error.status} {error.reason}: {message_of(error)}"
-                    if isinstance(error, ApiException)
-                    else (f"API server unreachable ({type(error).__name__})")
-                )
-                kind = manifest["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND]
-                failure = f"could not create Job {name} ({kind}): {why}"
-                log.warning("%s/%s: %s", *key, failure)
+            failure = await write.create_job(manifest)
+            if failure is not None:
                 break
             done += 1
-            if body is not None:
-                self.store.put_job(project_job(body))
-                log.info("%s/%s: started Job %s (%s)", *key, body["metadata"]["name"],
-                         manifest["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND])  # fmt: skip
         for name in decided.delete_jobs:
-            await asyncio.to_thread(self.cluster.delete_job, key[0], name)
+            await write.delete_job(name)
             done += 1
         return done, failure
-
-    async def _release(self, namespace: str, jobs: list[str]) -> int:
-        """Take our finalizer off Jobs the ledger has recorded (or that nobody can record any more)."""
-        released = 0
-        for name in jobs:
-            try:
-                await asyncio.to_thread(self.cluster.release_job, namespace, name, naming.LEDGER_FINALIZER)
-            except ApiException as error:  # tried again on the next reconcile: the Job still holds it
-                log.warning("could not release Job %s/%s: %s %s", namespace, name, error.status, error.reason)
-                continue
-            self.store.released(namespace, name)
-            released += 1
-        return released
 
     def _wake_at(self, key: Key, moment: datetime | None, now: datetime) -> None:
         """Queue the key again when time alone will change its ledger (a run due, a grace or deadline over)."""
@@ -472,19 +409,6 @@ class Controller:
         self.timers.pop(key, None)
         if key in self.store.appschedules and self.running.is_set():
             self.queue.add(key, urgent=False)
-
-    async def _apply(self, manifest: dict[str, Any], *, force: bool, uid: str) -> dict[str, Any]:
-        try:
-            return await asyncio.to_thread(self.cluster.apply_cronjob, manifest, force=force)
-        except ApiException as error:
-            if force or error.status != 409:
-                raise
-        # a create found the name taken: ours after all (our label was removed by hand), or someone else's
-        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-        holder = await asyncio.to_thread(self.cluster.controller_of, namespace, name)
-        if holder != uid:
-            raise ApiException(status=409, reason="name taken")
-        return await asyncio.to_thread(self.cluster.apply_cronjob, manifest, force=True)
 
 
 def _missed(status: Mapping[str, Any]) -> int:
