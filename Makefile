@@ -8,7 +8,7 @@ CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
-.PHONY: run bench bench-cluster venv crd lock tools node-tools prom-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
@@ -85,6 +85,9 @@ soak: venv tools  ## the chaos soak: SOAK_MINUTES (default 10) of chaos, seeded 
 
 soak-ci: venv tools  ## the short soak CI runs: 3 minutes, a seed whose plan has every kind of chaos
 	$(STEP) soak-ci $(BIN)/python -m tests.soak.soak --minutes 3 --seed 5
+
+longest: venv  ## the N (default 10) longest functions of the operator's code, longest first
+	$(BIN)/python hack/lint/longest.py $(N)
 
 bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the same run
 	$(BIN)/python bench/bench_core.py
