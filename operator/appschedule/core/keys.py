@@ -162,7 +162,7 @@ def _from_creation(created: datetime, schedule: Schedule | None) -> Scheduled:
 
 def _refusal(found: Scheduled, created: datetime, schedule: Schedule | None, manual: bool) -> str | None:
     """Why a stated time is not the Job's (see the module docstring), or None."""
-    where = {"annotation": "annotation", "controller": "annotation", "name": "name"}.get(found.source, found.source)
+    where = "name" if found.source == "name" else "annotation"
     if in_range(created) and found.time > created + AHEAD:
         return f"its {where} claims {rfc3339(found.time)}, after the Job was created ({rfc3339(created)})"
     if schedule is not None and not manual and not is_fire(schedule, found.time):

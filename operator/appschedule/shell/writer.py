@@ -160,9 +160,9 @@ class Writer:
         )
         await self.events(appschedule, [Event("Warning", "StatusRefused", message)], now)
 
-    async def release(self, jobs: Sequence[str], namespace: str | None = None) -> int:
+    async def release(self, jobs: Sequence[str]) -> int:
         """Take our finalizer off Jobs the ledger has recorded (or that nobody can record any more)."""
-        namespace = namespace or self.key[0]
+        namespace = self.key[0]
         released = 0
         for name in jobs:
             try:
