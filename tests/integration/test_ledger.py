@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 
 from appschedule.core import naming
+from appschedule.core.ledger import SETTLE_SLACK
 from tests.kit import prometheus
 from tests.kit.chart import OUTCOME
 from tests.kit.prometheus import Prometheus
@@ -30,6 +31,7 @@ from tests.kit.wait import seconds_to_next_minute, wait_for
 
 from .conftest import METRICS_PORT, ClusterUnderTest, Kubectl, OperatorProcess
 from .test_operator import Namespaced, task
+from .test_plugin import plugin
 
 pytestmark = pytest.mark.cronfire
 LEDGER_FINALIZER = naming.LEDGER_FINALIZER
@@ -237,6 +239,47 @@ def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_reco
         what="the deleted Jobs let go and gone",
     )
     assert "missed" not in counts(world, "shop", "tick")
+
+
+def test_a_backlog_made_while_the_ledger_is_down_is_counted_in_one_status_write(
+    world: Namespaced, operator: OperatorProcess, keying_operator: OperatorProcess, cluster: ClusterUnderTest
+) -> None:
+    """Ten manual runs started and finished while the ledger is down (the key webhook up: each keyed and held,
+    the history limit's deletions wait for the ledger): more than a task's status remembers (6 Jobs), all
+    counted by the first status write after the restart, and every Job let go."""
+    world.deployment()
+    world.appschedule("shop", [task("tick", "0 * * * *")])
+    wait_for(lambda: task_status(world, "shop", "tick").get("trackingSince"), timeout=30, what="tracking")
+    operator.kill()
+    try:
+        for _ in range(10):
+            ran = plugin(cluster, "run", "shop", "tick", "-n", world.namespace)
+            assert ran.returncode == 0 and "key tick@" in ran.stdout, ran.stdout + ran.stderr
+
+        def finished() -> bool:
+            conditions = [j["status"].get("conditions") or [] for j in jobs(world)]
+            return sum(1 for c in conditions if any(one["type"] == "Complete" for one in c)) == 10
+
+        wait_for(finished, timeout=60, what="10 manual runs finished while the ledger is down")
+        newest = max(datetime.fromisoformat(j["metadata"]["creationTimestamp"]) for j in jobs(world))
+        wait_for(  # a Job is counted past the mark once older than the slack (one created before it may yet appear)
+            lambda: datetime.now(UTC) > newest + SETTLE_SLACK, timeout=30, what="the runs older than the slack"
+        )
+        assert all(LEDGER_FINALIZER in j["metadata"].get("finalizers", []) for j in jobs(world))
+        before = world.get("shop")["metadata"]["resourceVersion"]
+    finally:
+        operator.start_and_wait()
+    wait_for(lambda: counts(world, "shop", "tick").get("manual") == 10, timeout=30, what="10 manual runs counted")
+    wait_for(lambda: len(jobs(world)) <= 3, timeout=30, what="the runs past the history limit let go and gone")
+    manual = []  # in every version of the AppSchedule written since the restart: never some of the runs only
+    versions = watch.Watch().stream(
+        world.custom.list_namespaced_custom_object, naming.GROUP, naming.VERSION, world.namespace, naming.PLURAL,
+        resource_version=before, timeout_seconds=3,
+    )  # fmt: skip
+    for event in versions:
+        tasks = (event["object"].get("status") or {}).get("tasks") or []
+        manual += [(t.get("counts") or {}).get("manual", 0) for t in tasks if t.get("name") == "tick"]
+    assert manual and set(manual) <= {0, 10}, manual
 
 
 @pytest.fixture

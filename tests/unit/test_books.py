@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 
 from appschedule.core import admission, keys, naming, status
 from appschedule.core.keys import rfc3339 as stamp
-from appschedule.core.ledger import TaskConfig, advance
+from appschedule.core.ledger import SETTLE_SLACK, TaskConfig, advance
 from appschedule.core.models import JOBS_MAX, TaskStatus
 from appschedule.core.schedule import fires_between, parse, repeat_of
 from appschedule.core.view import JobView
@@ -183,7 +182,7 @@ def test_jobs_of_the_schedule_before_a_change_are_let_go_quietly() -> None:
     assert result.release == [old.name] and result.events == [] and counts(result.status) == {}
 
 
-# -- 2. a backlog of any size is counted within a few reconciles
+# -- 2. a backlog of any size is counted in one step
 
 
 def _backlog(schedule: str, zone: str, outage: timedelta, after: datetime) -> tuple[Shell, list[datetime]]:
@@ -204,21 +203,53 @@ def _backlog(schedule: str, zone: str, outage: timedelta, after: datetime) -> tu
         ("*/5 * * * *", "UTC", timedelta(hours=24), T0),  # 288 Jobs
     ],
 )
-def test_a_backlog_after_an_outage_is_counted_within_a_few_reconciles(
+def test_a_backlog_after_an_outage_is_counted_in_one_step(
     schedule: str, zone: str, outage: timedelta, after: datetime
 ) -> None:
+    """Every finished Job is counted and let go by the first step after the outage, however many the status
+    could remember: the mark (filedThrough) passes them in the order they were created."""
     shell, fires = _backlog(schedule, zone, outage, after)
-    now = after + outage + timedelta(minutes=1)
-    limit = math.ceil(len(fires) / JOBS_MAX) + 2  # each reconcile follows the releases of the last one
-    for _ in range(limit):
-        final = shell.reconcile(now)
-        now += timedelta(seconds=2)
-        if not shell.holding() and not final.jobs:
-            break
+    assert len(fires) > JOBS_MAX
+    final = shell.reconcile(after + outage + timedelta(minutes=1))
     repeated = sum(1 for f in fires if repeat_of(shell.cfg.schedule, f))  # the fall-back's second 02:30: its key
     expected = {"runs": len(fires) - repeated, "succeeded": len(fires) - repeated, "duplicates": repeated}
-    assert counts(final) == {k: v for k, v in expected.items() if v}, shell.reconciles
-    assert shell.holding() == [] and shell.reconciles <= limit
+    assert counts(final) == {k: v for k, v in expected.items() if v}
+    assert shell.holding() == [] and set(shell.released.values()) == {1}
+    # records only for the newest runs, whose time or span the step has yet to settle; the mark stands for the rest
+    assert all(r.finished for r in final.jobs or []) and len(final.jobs or []) <= 2
+    assert final.filed_through is not None
+    assert final.filed_through.created in {stamp(f + timedelta(seconds=1)) for f in sorted(fires)[-3:]}
+    again = shell.reconcile(after + outage + timedelta(minutes=2))  # nothing is counted twice
+    assert counts(again) == counts(final) and set(shell.released.values()) == {1}
+
+
+def test_a_backlog_whose_releases_did_not_land_is_let_go_and_never_counted_twice() -> None:
+    """The status that counted the backlog was written, then the operator stopped before the releases: the next
+    step lets every Job go (the mark says they are counted) and counts nothing again, also a Job whose filed
+    annotation someone removed later."""
+    shell, fires = _backlog("0 * * * *", "Europe/Berlin", timedelta(hours=48), FALL_BACK - timedelta(hours=24))
+    now = FALL_BACK + timedelta(days=1, minutes=1)
+    result = advance(shell.stored, shell.cfg, list(shell.jobs.values()), now)
+    shell.stored = result.status  # written; none of its releases landed
+    assert len(result.release) == len(fires)
+    final = shell.reconcile(now + timedelta(seconds=5))
+    assert counts(final) == counts(result.status) and shell.holding() == []
+    first = shell.jobs[min(shell.jobs)]
+    shell.jobs[first.name] = dataclasses.replace(first, annotations={**first.annotations, naming.ANNOTATION_FILED: ""})
+    again = shell.reconcile(now + timedelta(minutes=5))
+    assert counts(again) == counts(final)
+
+
+def test_a_mark_after_now_in_a_status_written_by_hand_counts_nothing_as_done() -> None:
+    """filedThrough is the ledger's own: a status stating one in 2099 does not stop the Jobs before it from
+    being counted."""
+    shell, fires = _backlog("*/5 * * * *", "UTC", timedelta(hours=2), T0)
+    assert shell.stored is not None
+    mark = {"created": "2099-01-01T00:00:00Z", "name": "zzz"}
+    shell.stored = TaskStatus.model_validate({**_dumped(shell.stored)["tasks"][0], "filedThrough": mark})
+    final = shell.reconcile(T0 + timedelta(hours=2, minutes=1))
+    assert counts(final)["runs"] == len(fires) and shell.holding() == []
+    assert final.filed_through is not None and final.filed_through.created < "2099"
 
 
 # -- 3. a wall-clock time repeated at a fall-back, in an hour with several fires
@@ -412,9 +443,9 @@ def test_any_jobs_with_any_outages_leave_the_ordinary_fires_counted_and_nothing_
     assert counts(attacked).get("duplicates", 0) <= counts(baseline).get("duplicates", 0) + len(copies)
 
 
-def test_thirteen_finished_backfill_runs_of_two_backfills_are_counted_within_a_few_reconciles() -> None:
-    """Backfill runs block no fire: each is let go as soon as it is filed, so two backfills' 13 finished runs
-    (7 of them were uncounted after 30 reconciles) are counted in about 13 / JOBS_MAX reconciles."""
+def test_thirteen_finished_backfill_runs_of_two_backfills_are_counted_in_one_step() -> None:
+    """Backfill runs block no fire: two backfills' 13 finished runs (7 of them were uncounted after 30
+    reconciles) are counted as soon as they are older than the slack, in one step."""
     shell = Shell(TaskConfig(task="report", cronjob=CRONJOB, schedule=parse("0 * * * *", "Europe/Berlin")))
     now = FALL_BACK + timedelta(days=2)
     shell.reconcile(now)
@@ -428,12 +459,12 @@ def test_thirteen_finished_backfill_runs_of_two_backfills_are_counted_within_a_f
             naming.ANNOTATION_IDEMPOTENCY_KEY: keys.key_of("report", fire),
         }
         shell.add(dataclasses.replace(made, annotations=annotations))
-    shell.reconciles = 0
-    for step in range(8):
-        final = shell.reconcile(now + timedelta(seconds=10 + 2 * step))
-        if not shell.holding() and counts(final) == {"backfilled": 13}:
-            break  # the records of filed Jobs ride on the next write that matters (status.changed)
-    assert counts(final) == {"backfilled": 13} and shell.holding() == [] and shell.reconciles <= 4
+    waking = advance(shell.stored, shell.cfg, list(shell.jobs.values()), now + timedelta(seconds=10))
+    assert waking.wake_at == now + timedelta(seconds=5) + SETTLE_SLACK + timedelta(seconds=1)  # when the mark can pass
+    early = shell.reconcile(now + timedelta(seconds=10))  # created 5 s ago: a Job created before them may yet appear
+    assert counts(early) == {"backfilled": JOBS_MAX} and len(shell.holding()) == 13 - JOBS_MAX
+    final = shell.reconcile(now + timedelta(seconds=5) + SETTLE_SLACK)  # older than the slack: the mark passes them
+    assert counts(final) == {"backfilled": 13} and shell.holding() == [] and not final.jobs
 
 
 def test_a_controller_manager_whose_clock_runs_ahead_still_has_its_runs_counted() -> None:

@@ -188,3 +188,26 @@ def test_a_run_the_watch_has_not_delivered_is_found_by_one_list_before_it_is_cou
     assert cluster.calls[0] == "list_jobs shop/shop"
     task = next(t for t in cluster.statuses[KEY]["tasks"] if t["name"] == "sync-inventory")
     assert task["counts"]["runs"] == 2 and task["counts"]["missed"] == 0
+
+
+def test_a_backlog_is_counted_in_one_reconcile_from_a_view_one_list_confirmed() -> None:
+    """Twelve finished runs of an outage and, among them, a manual run the watch has not delivered yet: the mark
+    (filedThrough) moves past them only once a list confirmed the view, so the manual run is counted too (no
+    fire is missed to make the operator look), and every Job is let go in the same reconcile."""
+    cluster, settled, deployment = converged()
+    fires = [NOW + timedelta(minutes=5 * i) for i in range(1, 13)]
+    bodies = [job_body("sync-inventory", fire) for fire in fires]
+    lagging = job_body("sync-inventory", fires[5] + timedelta(seconds=30))
+    lagging["metadata"]["name"] = "shop-sync-inventory-manual-x7k2p"
+    lagging["metadata"]["annotations"].pop(naming.CRONJOB_SCHEDULED_TIMESTAMP)
+    lagging["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND] = "manual"
+    for body in [*bodies, lagging]:
+        cluster.jobs["shop", body["metadata"]["name"]] = body
+    made = controller(cluster, settled, deployment)
+    made.store.drop_job("shop", lagging["metadata"]["name"])  # the API server has it, the watch not yet
+    run(lambda: made.reconcile(KEY, fires[-1] + timedelta(minutes=1)))
+    assert cluster.calls[0] == "list_jobs shop/shop"
+    task = next(t for t in cluster.statuses[KEY]["tasks"] if t["name"] == "sync-inventory")
+    assert task["counts"]["runs"] == task["counts"]["succeeded"] == 12 and task["counts"]["manual"] == 1
+    assert task["filedThrough"]["name"] in {b["metadata"]["name"] for b in bodies}
+    assert all(naming.LEDGER_FINALIZER not in j["metadata"]["finalizers"] for j in cluster.jobs.values())

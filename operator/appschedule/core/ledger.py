@@ -27,8 +27,11 @@ span they were active until the fires in it are settled, so a fire a Job blocked
 skipped when a history limit deletes that Job before the fire is settled. The status lists at most
 ``JOBS_MAX`` Jobs (its size is bounded: models.py): a Job whose outcome is counted is *filed*, marked so on
 itself (``appschedule.dev/filed``) in the patch that releases its finalizer, and its record goes once the view
-shows the mark. A Job beyond what the status can remember waits, uncounted but never counted missed, until
-a record is free (at most ``ACTIVE_MAX`` records go to active Jobs, so a finished Job always gets in). A Job whose
+shows the mark. When more Jobs are new than the records can hold (a backlog after an outage), the finished
+ones whose time and span the step settles are counted with no record: the task's mark (``filedThrough``)
+moves past them in the order the API server created them, and every Job before it is counted, so a backlog
+of any size is counted in one step. Any other Job beyond what the status can remember waits, uncounted but
+never counted missed, until a record is free (at most ``ACTIVE_MAX`` records go to active Jobs). A Job whose
 time is older than ``trackingSince`` (before the task's schedule or time zone last changed) is not
 counted at all.
 
@@ -47,7 +50,8 @@ datetimes inside a step; the status stores them as RFC 3339 strings, written by 
 (``keys.rfc3339``) and read by one parser (``keys.parse_time``).
 
 Known limits: a hand-made Job for a time already settled as missed counts as a run (the time stays
-missed); a duplicate is recognised against the Jobs that still exist and the last 10 runs.
+missed); a duplicate is recognised against the Jobs that still exist and the last 10 runs; the mark assumes
+the API server's clock (creation times) and the operator's agree within ``SETTLE_SLACK``.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from .models import (
     NAME_MAX,
     SUSPENSIONS_MAX,
     Counts,
+    FiledThrough,
     JobRecord,
     RunRecord,
     Suspension,
@@ -172,6 +177,9 @@ def _within(moment: datetime, intervals: Sequence[tuple[datetime, datetime]]) ->
     return any(start < moment <= end for start, end in intervals)
 
 
+Position = tuple[datetime, str]  # a Job's place in the order the API server created them: (creation, record name)
+
+
 @dataclass
 class Tally:
     """The counts while a step changes them (``Counts`` is the status's copy)."""
@@ -226,6 +234,8 @@ class Book:
     problems: list[tuple[str, str]] = field(default_factory=list)
     catch_up: list[str] = field(default_factory=list)  # fires missed within catchUpWindow, to start, oldest first
     starts: list[datetime] = field(default_factory=list)
+    mark: Position | None = None  # filedThrough: every Job created up to here and not in a record is counted
+    absorbed: set[str] = field(default_factory=set)  # Jobs counted past the mark: no record once the step ends
 
     def note(self, reason: LedgerReason, text: str, count: int = 1) -> None:
         self.notes.setdefault(reason, []).append(Note(text, count))
@@ -264,6 +274,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         recent={r.scheduled_time: r for r in base.recent or []},
         records={r.name: r for r in base.jobs or []},
         catch_up=_waiting_fires(base, config.schedule),
+        mark=_mark(base, now),
     )
     restarted = progress is not None and base.tracking_since != progress.tracking_since
     if restarted or not config.catch_up:  # the schedule changed, or catch-up was turned off: no fire waits any more
@@ -285,6 +296,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
     blocked = blocked_spans(book, seen, jobs, spans)
     settle(book, seen, settled_until(config, book.checked, known, now), known, blocked)
     catch_up(book, jobs)
+    file_through(book)
     late_since = look_ahead(book, known, blocked)
     ordered = sorted(book.recent.values(), key=lambda r: r.scheduled_time, reverse=True)[:RECENT]
     book.problems += health(config.task, ordered)
@@ -304,6 +316,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             ][-SUSPENSIONS_MAX:]
             or None,
             "catch_up": book.catch_up or None,
+            "filed_through": FiledThrough(created=rfc3339(book.mark[0]), name=book.mark[1]) if book.mark else None,
         }
     )
     return LedgerUpdate(
@@ -351,113 +364,187 @@ def tracked(progress: TaskStatus | None, config: TaskConfig, now: datetime) -> T
 
 def let_go(book: Book, seen: Seen) -> None:
     """Before any Job is admitted: the records of finished Jobs that are filed (or gone) and whose time and span
-    are settled go, so every free record is there for the Jobs waiting (a backlog after an outage is counted
-    JOBS_MAX at a reconcile, each reconcile following the last one's releases, never one fire at a time)."""
+    are settled go, so every free record is there for the Jobs waiting."""
     for name, record in list(book.records.items()):
         gone = name not in seen.by_name or name in seen.filed
         if gone and record.finished and _settled(record, book.checked, book.now):
             del book.records[name]
 
 
+def _position(job: JobView) -> Position | None:
+    created = parse_time(job.created)
+    return None if created is None else (created, record_name(job.name))
+
+
+def _mark(base: TaskStatus, now: datetime) -> Position | None:
+    """``filedThrough`` as stored, if it can be true: a mark after now (a status written by hand) counts nothing."""
+    mark = base.filed_through
+    created = parse_time(mark.created) if mark is not None else None
+    if mark is None or created is None or created > now:
+        return None
+    return created, mark.name
+
+
+def _settles_by(config: TaskConfig, checked: datetime, now: datetime) -> datetime:
+    """How far this step settles the times at least, whatever Jobs it sees (the least ``settled_until`` gives)."""
+    latest = previous_fire(config.schedule, now - SETTLE_SLACK)
+    if latest is None or latest <= checked:
+        return checked
+    before = previous_fire(config.schedule, latest - timedelta(seconds=1))
+    return before if before is not None and before > checked else checked
+
+
 def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
-    """Jobs first seen: each a run, or a duplicate of one. A Job the ledger is done with says so itself
-    (ANNOTATION_FILED, set when its finalizer went); the status remembers at most JOBS_MAX others: a Job beyond
-    them waits, uncounted but not missed, until one of those is filed. Returns the times that got a run (as
+    """Jobs first seen, in the order they were created: each a run, or a duplicate of one. A Job the ledger is
+    done with says so itself (ANNOTATION_FILED, set when its finalizer went) or sits before the mark
+    (``filedThrough``: every Job created before it and not in a record is counted). The status remembers at most
+    JOBS_MAX Jobs. When more are new than it can hold (a backlog), a Job that has finished, whose time and span
+    this step settles and that the mark can pass (every Job before it is counted, and it is older than
+    SETTLE_SLACK) is counted without a record and the mark moves past it, so a backlog of any size is counted
+    in one step; the shell writes a status whose mark moved only from a view it has just listed
+    (``status.needs_listed_view``), so no Job created before the mark can appear later. Any other Job gets a
+    record, or waits, uncounted but not missed, until one is free. Returns the times that got a run (as
     stored) and the times of the Jobs that wait."""
-    config, records, recent = book.config, book.records, book.recent
+    records, recent = book.records, book.recent
+    mark, last = book.mark, (datetime.max.replace(tzinfo=UTC), "")
+    ordered = sorted(seen.by_name.values(), key=lambda j: _position(j) or (last[0], j.name))
+    marked = {record_name(j.name) for j in ordered if mark is not None and (_position(j) or last) <= mark}
+    marked -= records.keys()
     run_times = {r.scheduled_time for r in records.values() if _stands(r.kind)} | {
         t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
     }
-    waiting: set[datetime] = set()
-    for name in seen.filed - records.keys():
+    for name in (seen.filed | marked) - records.keys():
         if not _stands(seen.by_name[name].annotations.get(naming.ANNOTATION_RUN_KIND)):  # never the run of its time
             continue
         if seen.timed[name].problem is None and seen.timed[name].time >= book.since:
             run_times.add(rfc3339(seen.timed[name].time))
-    for job in sorted(seen.by_name.values(), key=lambda j: (j.created, j.name)):
-        name = record_name(job.name)
-        if name in records or name in seen.filed:
-            continue
-        timed = seen.timed[name]
-        if timed.problem is not None:
-            if timed.refused is not None and timed.refused < book.since and timed.time < book.since:
-                # a fire of the schedule before this one (it changed): not counted, let go when done
-                if job.finalizer and (job.outcome or job.deleting):
-                    book.release.append(job.name)
-                continue
-            # the time is the author's, not the cluster's: never counted, never held; reported once (the release
-            # marks it filed, so the next step does not see it again)
-            book.tally.refused += 1
-            book.note("OddJob", f"{job.name}: {timed.problem}")
-            book.release.append(job.name)
-            continue
-        scheduled = seen.timed[name].time
-        kind = job.annotations.get(naming.ANNOTATION_RUN_KIND)
-        asked = kind in naming.ASKED_KINDS
-        if scheduled < book.since and not asked:  # before tracking began: not counted; let it go when it is done
-            if job.finalizer and (job.outcome or job.deleting):
+    waiting: set[datetime] = set()
+    settles_by = _settles_by(book.config, book.checked, book.now)
+    known = seen.filed | marked | records.keys()
+    passing = len(records) + sum(1 for n in seen.by_name if n not in known) > JOBS_MAX  # the mark takes the oldest
+    for job in ordered:
+        name, position = record_name(job.name), _position(job)
+        if name in marked:  # counted before: let go if it still holds (its release did not land)
+            if name not in seen.filed and job.finalizer and (job.outcome or job.deleting):
                 book.release.append(job.name)
             continue
-        active = sum(1 for r in records.values() if not r.finished)
-        if len(records) >= JOBS_MAX or (not (job.outcome or job.deleting) and active >= ACTIVE_MAX):
-            if _stands(kind):
-                waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
-            continue
-        key = keys.key_of(config.task, scheduled)
-        stamp = rfc3339(scheduled)
-        injected = bool(job.annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY))
-        if not injected:
-            book.tally.unkeyed += 1
-            book.note("KeyNotInjected", f"{job.name} ({key})")
-        if asked:  # counted as what it is, never as a run or a duplicate; a re-run or backfill shown against its fire
-            if kind == "manual":
-                book.tally.manual += 1
-            elif kind == "rerun":
-                book.tally.reruns += 1
-            else:
-                book.tally.backfilled += 1
-            if kind != "manual" and stamp in recent:  # run again: by hand or by a backfill
-                old = recent[stamp]
-                recent[stamp] = old.model_copy(update={"reruns": min(COUNT_MAX, (old.reruns or 0) + 1)})
-            records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created), kind=kind)
-            continue
-        if stamp in run_times:
-            book.tally.duplicates += 1
-            book.note("DuplicateRun", f"{job.name} ({key})")
-            if stamp in recent:
-                old = recent[stamp]
-                recent[stamp] = old.model_copy(update={"duplicates": min(COUNT_MAX, (old.duplicates or 0) + 1)})
-            records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
-            continue
-        created = parse_time(job.created) or book.now
-        delay = min(COUNT_MAX, max(0, int((created - scheduled).total_seconds())))
-        book.tally.runs += 1
-        caught_up = kind == "catch-up"
-        book.catch_up = [t for t in book.catch_up if t != stamp]  # whoever ran it (the controller, a late watch)
-        if caught_up:  # the run of a fire settled as waiting for it: late by design, not counted late
-            book.tally.caught_up += 1
-        elif delay > config.grace:
-            book.tally.late += 1
-        recent[stamp] = RunRecord(
-            key=key,
-            job=name,
-            scheduled_time=stamp,
-            state="Active",
-            start_time=_clean(job.created),
-            delay_seconds=delay,
-            attempts=0,
-            key_injected=None if injected else False,
-            caught_up=True if caught_up else None,
-        )
-        records[name] = JobRecord(
-            name=name,
-            scheduled_time=stamp,
-            run=True,
-            active_from=_clean(job.created),
-            kind="catch-up" if caught_up else None,
-        )
-        run_times.add(stamp)
+        done = name in records or name in seen.filed or _take(book, seen, job, run_times, waiting, passing, settles_by)
+        passing = passing and done and position is not None and position[0] <= book.now - SETTLE_SLACK
+        if passing and name in book.absorbed:
+            book.mark = position
     return run_times, waiting
+
+
+def _take(
+    book: Book,
+    seen: Seen,
+    job: JobView,
+    run_times: set[str],
+    waiting: set[datetime],
+    absorbing: bool,
+    settles_by: datetime,
+) -> bool:
+    """One Job first seen: counted (a record, or past the mark when ``absorbing``), let go uncounted, or left
+    waiting; True unless it waits."""
+    config, records, recent = book.config, book.records, book.recent
+    name = record_name(job.name)
+    timed = seen.timed[name]
+    if timed.problem is not None:
+        if timed.refused is not None and timed.refused < book.since and timed.time < book.since:
+            # a fire of the schedule before this one (it changed): not counted, let go when done
+            if job.finalizer and (job.outcome or job.deleting):
+                book.release.append(job.name)
+            return True
+        # the time is the author's, not the cluster's: never counted, never held; reported once (the release
+        # marks it filed, so the next step does not see it again)
+        book.tally.refused += 1
+        book.note("OddJob", f"{job.name}: {timed.problem}")
+        book.release.append(job.name)
+        return True
+    scheduled = timed.time
+    kind = job.annotations.get(naming.ANNOTATION_RUN_KIND)
+    asked = kind in naming.ASKED_KINDS
+    if scheduled < book.since and not asked:  # before tracking began: not counted; let it go when it is done
+        if job.finalizer and (job.outcome or job.deleting):
+            book.release.append(job.name)
+        return True
+    ended = bool(job.outcome or job.deleting)
+    created, finish = parse_time(job.created), parse_time(job.finish_time) or settles_by
+    settles = kind is not None or (scheduled <= settles_by and finish <= settles_by)
+    if absorbing and ended and settles and created is not None and created <= book.now - SETTLE_SLACK:
+        book.absorbed.add(name)  # counted now, its record let go at the end of the step: the mark passes it
+    elif len(records) - len(book.absorbed) >= JOBS_MAX or (
+        not ended and sum(1 for r in records.values() if not r.finished) >= ACTIVE_MAX
+    ):
+        if _stands(kind):
+            waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
+        if ended and created is not None:  # once older than the slack, the mark can pass it
+            book.wake(created + SETTLE_SLACK + timedelta(seconds=1))
+        return False
+    key = keys.key_of(config.task, scheduled)
+    stamp = rfc3339(scheduled)
+    injected = bool(job.annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY))
+    if not injected:
+        book.tally.unkeyed += 1
+        book.note("KeyNotInjected", f"{job.name} ({key})")
+    if asked:  # counted as what it is, never as a run or a duplicate; a re-run or backfill shown against its fire
+        if kind == "manual":
+            book.tally.manual += 1
+        elif kind == "rerun":
+            book.tally.reruns += 1
+        else:
+            book.tally.backfilled += 1
+        if kind != "manual" and stamp in recent:  # run again: by hand or by a backfill
+            old = recent[stamp]
+            recent[stamp] = old.model_copy(update={"reruns": min(COUNT_MAX, (old.reruns or 0) + 1)})
+        records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created), kind=kind)
+        return True
+    if stamp in run_times:
+        book.tally.duplicates += 1
+        book.note("DuplicateRun", f"{job.name} ({key})")
+        if stamp in recent:
+            old = recent[stamp]
+            recent[stamp] = old.model_copy(update={"duplicates": min(COUNT_MAX, (old.duplicates or 0) + 1)})
+        records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
+        return True
+    created_at = parse_time(job.created) or book.now
+    delay = min(COUNT_MAX, max(0, int((created_at - scheduled).total_seconds())))
+    book.tally.runs += 1
+    caught_up = kind == "catch-up"
+    book.catch_up = [t for t in book.catch_up if t != stamp]  # whoever ran it (the controller, a late watch)
+    if caught_up:  # the run of a fire settled as waiting for it: late by design, not counted late
+        book.tally.caught_up += 1
+    elif delay > config.grace:
+        book.tally.late += 1
+    recent[stamp] = RunRecord(
+        key=key,
+        job=name,
+        scheduled_time=stamp,
+        state="Active",
+        start_time=_clean(job.created),
+        delay_seconds=delay,
+        attempts=0,
+        key_injected=None if injected else False,
+        caught_up=True if caught_up else None,
+    )
+    records[name] = JobRecord(
+        name=name,
+        scheduled_time=stamp,
+        run=True,
+        active_from=_clean(job.created),
+        kind="catch-up" if caught_up else None,
+    )
+    run_times.add(stamp)
+    return True
+
+
+def file_through(book: Book) -> None:
+    """The end of a step: the records of the Jobs counted past the mark go (each has finished, and its time and
+    span are settled by now: ``_settles_by``); the mark stands for them."""
+    for name in book.absorbed:
+        record = book.records.get(name)
+        if record is not None and record.finished and _settled(record, book.checked, book.now):
+            del book.records[name]
 
 
 def follow(book: Book, seen: Seen) -> None:

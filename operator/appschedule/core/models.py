@@ -36,7 +36,7 @@ ANNOTATIONS_BYTES_MAX = 256 * 1024  # the API server's limit on metadata.annotat
 # checked with the spec, the status' follows from its schema, and each entry's own fields (manager, time) get
 # the rest. One writer of the spec is assumed: several server-side appliers of the same fields each list them.
 SPEC_FIELDS_BYTES_MAX = 112 * 1024
-STATUS_FIELDS_BYTES_MAX = 88 * 1024
+STATUS_FIELDS_BYTES_MAX = 90 * 1024
 MANAGED_FIELDS_BYTES_MAX = SPEC_FIELDS_BYTES_MAX + STATUS_FIELDS_BYTES_MAX + 8 * 1024
 METADATA_BYTES_MAX = 16 * 1024
 STATUS_BYTES_MAX = (
@@ -590,6 +590,14 @@ class JobRecord(Model):
     )
 
 
+class FiledThrough(Model):
+    """Where the ledger's count of a task's Jobs has got to, in the order the API server created them: every Job
+    created at or before it (by creation, then name) and not in ``jobs`` is counted and needs no record."""
+
+    created: Time = Field(description="The creation time of the last Job counted in order.")
+    name: str = Field(max_length=NAME_MAX, pattern=ASCII, description="Its name (as ``jobs`` holds names).")
+
+
 class Suspension(Model):
     """A span the task's CronJob was suspended: its scheduled times are skipped, not missed."""
 
@@ -628,6 +636,11 @@ class TaskStatus(Model):
         max_length=JOBS_MAX,
         description="The ledger's memory of Jobs: those not filed yet, and those whose time or span is not "
         "settled. A Job filed and let go carries the appschedule.dev/filed annotation instead.",
+    )
+    filed_through: FiledThrough | None = Field(
+        None,
+        description="Every Job created at or before this one (by creation, then name) and not in jobs is "
+        "counted: a backlog of any size is counted in one step, whatever jobs can hold.",
     )
     suspensions: list[Suspension] | None = Field(
         None,

@@ -211,12 +211,32 @@ def changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     """Whether ``new`` must be written over ``old``: it says something ``old`` does not.
 
     What only the ledger's own bookkeeping let go is not such a thing: records of Jobs (``jobs``: filed ones
-    whose time is settled) and suspension spans (``suspensions``) that nothing needs any more. A step from
+    whose time is settled), suspension spans (``suspensions``) that nothing needs any more, and the mark
+    (``filedThrough``) where it passed only Jobs counted before. A step from
     ``old`` lets them go again the same way (as after a restart: the ledger goes on from any status it
     wrote), so they ride on the next write that matters, and the status stored is always the whole result
     of one step. Every count, run, time (``checkedUntil`` included), condition or new record is written at
     once."""
     return _dump(_without_housekeeping(new, old)) != _dump(old)
+
+
+def needs_listed_view(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Whether ``new`` may be written only once the Jobs it was planned from are confirmed by a list (the watch
+    may lag, or have been down with the API server): it counts a fire missed that ``old`` did not (its Job may
+    be on its way), or moves a task's mark (``filedThrough``: every Job created before it is counted)."""
+    marks = [{t.get("name"): t.get("filedThrough") for t in s.get("tasks") or [] if isinstance(t, Mapping)}
+             for s in (new, old)]  # fmt: skip
+    return _missed(new) > _missed(old) or any(mark != marks[1].get(name) for name, mark in marks[0].items())
+
+
+def _missed(status: Mapping[str, Any]) -> int:
+    """The missed runs a status counts over all its tasks."""
+    total = 0
+    for task in status.get("tasks") or []:
+        counts = task.get("counts") if isinstance(task, Mapping) else None
+        missed = counts.get("missed") if isinstance(counts, Mapping) else None
+        total += missed if isinstance(missed, int) else 0
+    return total
 
 
 def _dump(status: Mapping[str, Any]) -> str:
@@ -246,6 +266,7 @@ def _without_housekeeping(new: Mapping[str, Any], old: Mapping[str, Any]) -> dic
         for field in ("jobs", "suspensions"):
             if all(item in (was.get(field) or []) for item in task.get(field) or []):  # only some let go
                 _restore(task, was, field)
+        _restore(task, was, "filedThrough")  # alone it moves only past Jobs counted already: nothing to write
 
     return _per_task(new, old, let_go)
 

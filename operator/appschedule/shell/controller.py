@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,7 +35,7 @@ from ..core.events import Event
 from ..core.lease import RETRY_SECONDS
 from ..core.reconcile import Plan, plan
 from ..core.schedule import earliest
-from ..core.status import StatusWait, wait_left
+from ..core.status import StatusWait, needs_listed_view, wait_left
 from ..core.view import World, project_deployment
 from . import metrics
 from .api import Cluster, failure_of
@@ -294,9 +293,9 @@ class Controller:
             return await self._gone(key)
         write = Writer(self.cluster, self.store, key, self.wake)
         decided = await self._plan(world, now)
-        # about to count a fire missed, from a view the watches keep: a Job for it may be on its way (the watch
-        # was down with the API server, or lags). Read the AppSchedule's Jobs once and plan again.
-        if _missed(decided.status) > _missed(world.appschedule.status) and await write.confirm_jobs():
+        # about to count a fire missed or move a mark, from a view the watches keep: a Job may be on its way (the
+        # watch was down with the API server, or lags). Read the AppSchedule's Jobs once and plan again.
+        if needs_listed_view(decided.status, world.appschedule.status) and await write.confirm_jobs():
             world = await self._world(key)
             if world is None:
                 return Result(Outcome())
@@ -409,13 +408,3 @@ class Controller:
         self.timers.pop(key, None)
         if key in self.store.appschedules and self.running.is_set():
             self.queue.add(key, urgent=False)
-
-
-def _missed(status: Mapping[str, Any]) -> int:
-    """The missed runs a status counts over all its tasks."""
-    total = 0
-    for task in status.get("tasks") or []:
-        counts = task.get("counts") if isinstance(task, Mapping) else None
-        missed = counts.get("missed") if isinstance(counts, Mapping) else None
-        total += missed if isinstance(missed, int) else 0
-    return total

@@ -62,7 +62,7 @@ class Writer:
         for body in bodies:
             changed |= bool(self.store.put_job(project_job(body)))
         if changed:
-            log.info("%s/%s: a Job the watch had not delivered yet was found before counting a missed run", *self.key)
+            log.info("%s/%s: a Job the watch had not delivered yet was found by a list before writing", *self.key)
         return changed
 
     async def apply_cronjob(
