@@ -446,8 +446,7 @@ def _take(
 ) -> bool:
     """One Job first seen: counted (a record, or past the mark when ``absorbing``), let go uncounted, or left
     waiting; True unless it waits."""
-    config, records, recent = book.config, book.records, book.recent
-    name = record_name(job.name)
+    records, name = book.records, record_name(job.name)
     timed = seen.timed[name]
     if timed.problem is not None:
         if timed.refused is not None and timed.refused < book.since and timed.time < book.since:
@@ -481,6 +480,15 @@ def _take(
         if ended and created is not None:  # once older than the slack, the mark can pass it
             book.wake(created + SETTLE_SLACK + timedelta(seconds=1))
         return False
+    _count(book, job, name, scheduled, run_times)
+    return True
+
+
+def _count(book: Book, job: JobView, name: str, scheduled: datetime, run_times: set[str]) -> None:
+    """A Job first seen, counted: a run asked for (as what it is), a duplicate of its time, or the run of it."""
+    config, records, recent = book.config, book.records, book.recent
+    kind = job.annotations.get(naming.ANNOTATION_RUN_KIND)
+    asked = kind in naming.ASKED_KINDS
     key = keys.key_of(config.task, scheduled)
     stamp = rfc3339(scheduled)
     injected = bool(job.annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY))
@@ -498,7 +506,7 @@ def _take(
             old = recent[stamp]
             recent[stamp] = old.model_copy(update={"reruns": min(COUNT_MAX, (old.reruns or 0) + 1)})
         records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created), kind=kind)
-        return True
+        return
     if stamp in run_times:
         book.tally.duplicates += 1
         book.note("DuplicateRun", f"{job.name} ({key})")
@@ -506,7 +514,7 @@ def _take(
             old = recent[stamp]
             recent[stamp] = old.model_copy(update={"duplicates": min(COUNT_MAX, (old.duplicates or 0) + 1)})
         records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
-        return True
+        return
     created_at = parse_time(job.created) or book.now
     delay = min(COUNT_MAX, max(0, int((created_at - scheduled).total_seconds())))
     book.tally.runs += 1
@@ -535,7 +543,6 @@ def _take(
         kind="catch-up" if caught_up else None,
     )
     run_times.add(stamp)
-    return True
 
 
 def file_through(book: Book) -> None:
