@@ -18,8 +18,9 @@ Invariants this file keeps:
   reused the id) and removes the directory.
 * ``up`` while a healthy cluster runs from the same state directory reuses it; when a port is taken by
   anything else it fails and says which, so two clusters never share ports.
-* Every port is in ``PORTS``, shifted by ``$APPSCHEDULE_PORT_OFFSET`` (default 0): a second cluster needs
-  both its own state directory and its own offset.
+* What the file knows of each component (its ports, its command line, when it is ready) is one entry of
+  ``TABLE``. Every port is in ``PORTS``, shifted by ``$APPSCHEDULE_PORT_OFFSET`` (default 0): a second
+  cluster needs both its own state directory and its own offset.
 
 Usage: localcluster.py tools | node-tools | prom-tools | up | down | status | stop COMPONENT | start COMPONENT | env
 """
@@ -51,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the kit's wait is tests.kit.wait
+from tests.kit.wait import Timeout, wait_for
+
 import images
 import realnode
 
@@ -64,27 +68,8 @@ HOST = "127.0.0.1"
 # APPSCHEDULE_PORT_OFFSET moves every port, so a second cluster (with its own APPSCHEDULE_CLUSTER_DIR) can run
 # beside the default one, e.g. the cluster benchmark's at offset 1000.
 PORT_OFFSET = int(os.environ.get("APPSCHEDULE_PORT_OFFSET", "0"))
-PORTS = {
-    name: port + PORT_OFFSET
-    for name, port in {
-        "etcd": 32379,
-        "etcd-peer": 32380,
-        "kube-apiserver": 36443,
-        "kube-controller-manager": 36257,
-        "kube-scheduler": 36259,
-        "kwok": 36280,
-        # the real node's (REAL_NODE=1)
-        "kubelet": 36250,
-        "kubelet-healthz": 36248,
-        "kube-proxy-healthz": 36256,
-        "kube-proxy-metrics": 36249,
-    }.items()
-}
 SERVICE_CIDR = "10.0.0.0/24"
 NODE_NAME = "kwok-node-0"
-COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
-# REAL_NODE=1 at `up`: a real node (realnode.py) instead of kwok's fake one; the state directory remembers it
-REAL_NODE_COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", *realnode.COMPONENTS]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -449,115 +434,130 @@ def _audit_flags(state: Path) -> list[str]:
     ]
 
 
-def _command(component: str, state: Path) -> list[str]:
+def _etcd(state: Path) -> list[str]:
+    client = f"http://{HOST}:{PORTS['etcd']}"
+    peer = f"http://{HOST}:{PORTS['etcd-peer']}"
+    return [
+        binary("etcd"),
+        "--name=local",
+        f"--data-dir={state / 'etcd'}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=local={peer}",
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+        "--listen-metrics-urls=",
+    ]
+
+
+def _kube_apiserver(state: Path) -> list[str]:
     pki = state / "pki"
-    if component == "etcd":
-        client = f"http://{HOST}:{PORTS['etcd']}"
-        peer = f"http://{HOST}:{PORTS['etcd-peer']}"
-        return [
-            binary("etcd"),
-            "--name=local",
-            f"--data-dir={state / 'etcd'}",
-            f"--listen-client-urls={client}",
-            f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=local={peer}",
-            "--unsafe-no-fsync",
-            "--log-level=warn",
-            "--listen-metrics-urls=",
-        ]
-    if component in realnode.COMPONENTS:
-        return realnode.command(component, state, {n: binary(n) for n in ("kubelet", "kube-proxy", "coredns")})
-    if component == "kube-apiserver":
-        # with a real node its pods reach the API server at the node's address (kube-proxy's rules for the
-        # `kubernetes` Service), and the API server reaches the kubelet (logs) with the admin's certificate
-        node_ip = (state / "real-node").read_text().strip() if (state / "real-node").exists() else None
-        node_flags = [
-            "--bind-address=0.0.0.0",
-            f"--advertise-address={node_ip}",
-            f"--kubelet-client-certificate={pki / 'admin.crt'}",
-            f"--kubelet-client-key={pki / 'admin.key'}",
-            "--kubelet-preferred-address-types=InternalIP",  # the node's name is in no DNS
-            "--authorization-mode=Node,RBAC",
-        ]
-        loopback_flags = [
-            f"--bind-address={HOST}",
-            f"--advertise-address={HOST}",
-            "--authorization-mode=RBAC",
-            # webhooks and aggregated APIs are called at a Service's endpoint addresses, not its ClusterIP:
-            # kwok's cluster has no kube-proxy (the chart's webhook Service is tested through this); the real
-            # node's has, and the API server reaches the webhooks at the Service's ClusterIP as on kind
-            "--enable-aggregator-routing=true",
-        ]
-        return [
-            binary("kube-apiserver"),
-            f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
-            *(node_flags if node_ip else loopback_flags),
-            f"--secure-port={PORTS['kube-apiserver']}",
-            f"--cert-dir={pki}",
-            f"--tls-cert-file={pki / 'kube-apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'kube-apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--allow-privileged=true",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--requestheader-client-ca-file={pki / 'ca.crt'}",
-            "--requestheader-allowed-names=front-proxy",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            "--profiling=false",
-            "--v=1",
-            *_audit_flags(state),
-        ]
-    if component == "kube-controller-manager":
-        kubeconfig = state / "kube-controller-manager.kubeconfig"
-        return [
-            binary("kube-controller-manager"),
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--controllers=*",
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-            f"--cluster-signing-key-file={pki / 'ca.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--leader-elect=false",
-            # every CronJob of the soak fires on the same second: at the default 20 requests a second the
-            # controllers would take 40 s to start 200 runs (a busy real cluster raises this too)
-            "--kube-api-qps=100",
-            "--kube-api-burst=200",
-            f"--bind-address={HOST}",
-            f"--secure-port={PORTS['kube-controller-manager']}",
-            "--profiling=false",
-            "--v=1",
-        ]
-    if component == "kube-scheduler":
-        kubeconfig = state / "kube-scheduler.kubeconfig"
-        return [
-            binary("kube-scheduler"),
-            f"--config={state / 'kube-scheduler.yaml'}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            f"--bind-address={HOST}",
-            f"--secure-port={PORTS['kube-scheduler']}",
-            "--v=1",
-        ]
-    if component == "kwok":
-        return [
-            binary("kwok"),
-            f"--kubeconfig={state / 'kwok.kubeconfig'}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            f"--server-address={HOST}:{PORTS['kwok']}",
-            f"--config={HERE / 'stages.yaml'}",
-        ]
-    raise KeyError(component)
+    # with a real node its pods reach the API server at the node's address (kube-proxy's rules for the
+    # `kubernetes` Service), and the API server reaches the kubelet (logs) with the admin's certificate
+    node_ip = (state / "real-node").read_text().strip() if (state / "real-node").exists() else None
+    node_flags = [
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={node_ip}",
+        f"--kubelet-client-certificate={pki / 'admin.crt'}",
+        f"--kubelet-client-key={pki / 'admin.key'}",
+        "--kubelet-preferred-address-types=InternalIP",  # the node's name is in no DNS
+        "--authorization-mode=Node,RBAC",
+    ]
+    loopback_flags = [
+        f"--bind-address={HOST}",
+        f"--advertise-address={HOST}",
+        "--authorization-mode=RBAC",
+        # webhooks and aggregated APIs are called at a Service's endpoint addresses, not its ClusterIP:
+        # kwok's cluster has no kube-proxy (the chart's webhook Service is tested through this); the real
+        # node's has, and the API server reaches the webhooks at the Service's ClusterIP as on kind
+        "--enable-aggregator-routing=true",
+    ]
+    return [
+        binary("kube-apiserver"),
+        f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
+        *(node_flags if node_ip else loopback_flags),
+        f"--secure-port={PORTS['kube-apiserver']}",
+        f"--cert-dir={pki}",
+        f"--tls-cert-file={pki / 'kube-apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'kube-apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--allow-privileged=true",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+        "--requestheader-allowed-names=front-proxy",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        "--profiling=false",
+        "--v=1",
+        *_audit_flags(state),
+    ]
+
+
+def _kube_controller_manager(state: Path) -> list[str]:
+    pki, kubeconfig = state / "pki", state / "kube-controller-manager.kubeconfig"
+    return [
+        binary("kube-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--controllers=*",
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}",
+        f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+        f"--cluster-signing-key-file={pki / 'ca.key'}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--leader-elect=false",
+        # every CronJob of the soak fires on the same second: at the default 20 requests a second the
+        # controllers would take 40 s to start 200 runs (a busy real cluster raises this too)
+        "--kube-api-qps=100",
+        "--kube-api-burst=200",
+        f"--bind-address={HOST}",
+        f"--secure-port={PORTS['kube-controller-manager']}",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def _kube_scheduler(state: Path) -> list[str]:
+    kubeconfig = state / "kube-scheduler.kubeconfig"
+    return [
+        binary("kube-scheduler"),
+        f"--config={state / 'kube-scheduler.yaml'}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--bind-address={HOST}",
+        f"--secure-port={PORTS['kube-scheduler']}",
+        "--v=1",
+    ]
+
+
+def _kwok(state: Path) -> list[str]:
+    return [
+        binary("kwok"),
+        f"--kubeconfig={state / 'kwok.kubeconfig'}",
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        f"--server-address={HOST}:{PORTS['kwok']}",
+        f"--config={HERE / 'stages.yaml'}",
+    ]
+
+
+def _node_binaries() -> dict[str, str]:
+    return {n: binary(n) for n in ("kubelet", "kube-proxy", "coredns")}
+
+
+def _node(component: str) -> Callable[[Path], list[str]]:
+    """The real node's command for ``component`` (realnode.py), with the binaries built here."""
+    return lambda state: realnode.command(
+        component, state, {n: binary(n) for n in ("kubelet", "kube-proxy", "coredns")}
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -582,8 +582,90 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex((HOST, port)) == 0
 
 
+@dataclass(frozen=True)
+class Component:
+    """One process of the cluster, all it takes in one place: its ports (before ``PORT_OFFSET``), its command
+    line, and when it is ready (``ready``, said as ``readiness`` while it is awaited)."""
+
+    name: str
+    ports: dict[str, int]
+    command: Callable[[Path], list[str]]
+    readiness: str
+    ready: Callable[[LocalCluster], bool]
+
+
+def _listening(port: str) -> Callable[[LocalCluster], bool]:
+    return lambda _: _port_open(PORTS[port])
+
+
+def _healthz(port: str) -> Callable[[LocalCluster], bool]:
+    return lambda cluster: cluster.get("/healthz", port=PORTS[port])[0] == 200
+
+
+# Every component, in the order they start (the control plane, then kwok's node or the real node's processes).
+TABLE = {
+    c.name: c
+    for c in [
+        Component("etcd", {"etcd": 32379, "etcd-peer": 32380}, _etcd, "etcd to listen", _listening("etcd")),
+        Component(
+            "kube-apiserver",
+            {"kube-apiserver": 36443},
+            _kube_apiserver,
+            "the API server to be ready",
+            lambda cluster: cluster.get("/readyz")[0] == 200,
+        ),
+        Component(
+            "kube-controller-manager",
+            {"kube-controller-manager": 36257},
+            _kube_controller_manager,
+            "kube-controller-manager to be healthy",
+            _healthz("kube-controller-manager"),
+        ),
+        Component(
+            "kube-scheduler",
+            {"kube-scheduler": 36259},
+            _kube_scheduler,
+            "kube-scheduler to be healthy",
+            _healthz("kube-scheduler"),
+        ),
+        Component("kwok", {"kwok": 36280}, _kwok, "kwok to serve", _listening("kwok")),
+        # the real node's (REAL_NODE=1), in realnode.COMPONENTS' order
+        Component(
+            "containerd",
+            {},
+            _node("containerd"),
+            "containerd to serve",
+            lambda cluster: realnode.socket_path(cluster.state).exists(),
+        ),
+        Component("coredns", {}, _node("coredns"), "CoreDNS to serve", lambda _: realnode.dns_ready()),
+        Component(
+            "kube-proxy",
+            {"kube-proxy-healthz": 36256, "kube-proxy-metrics": 36249},
+            _node("kube-proxy"),
+            "kube-proxy to serve",
+            _listening("kube-proxy-healthz"),
+        ),
+        Component(
+            "kubelet",
+            {"kubelet": 36250, "kubelet-healthz": 36248},
+            _node("kubelet"),
+            "the kubelet to be healthy",
+            _listening("kubelet-healthz"),
+        ),
+    ]
+}
+PORTS = {name: port + PORT_OFFSET for c in TABLE.values() for name, port in c.ports.items()}
+CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+COMPONENTS = [*CONTROL_PLANE, "kwok"]
+# REAL_NODE=1 at `up`: a real node (realnode.py) instead of kwok's fake one; the state directory remembers it
+REAL_NODE_COMPONENTS = [*CONTROL_PLANE, *realnode.COMPONENTS]
+
+
 class LocalCluster:
     """The cluster whose state lives in ``state``. All methods are safe to call repeatedly."""
+
+    state: Path
+    kubeconfig: Path
 
     def __init__(self, state: Path = STATE) -> None:
         self.state = state
@@ -625,7 +707,7 @@ class LocalCluster:
             log.write(f"\n==== start {time.strftime('%Y-%m-%dT%H:%M:%S')} ====\n".encode())
             log.flush()
             process = subprocess.Popen(
-                _command(component, self.state),
+                TABLE[component].command(self.state),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -647,13 +729,16 @@ class LocalCluster:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            deadline = time.monotonic() + timeout
-            while self.pid(component) is not None:
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    deadline = time.monotonic() + timeout
+
+            def gone() -> bool:
                 self._reap(pid)
-                time.sleep(0.05)
+                return self.pid(component) is None
+
+            try:
+                wait_for(gone, timeout=timeout, what=f"{component} to stop", interval=0.05)
+            except Timeout:
+                os.kill(pid, signal.SIGKILL)
+                wait_for(gone, timeout=timeout, what=f"{component} to stop after SIGKILL", interval=0.05)
         self._pidfile(component).unlink(missing_ok=True)
 
     @staticmethod
@@ -669,7 +754,7 @@ class LocalCluster:
         context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
         return context
 
-    def _get(self, path: str, *, port: int | None = None) -> tuple[int, str]:
+    def get(self, path: str, *, port: int | None = None) -> tuple[int, str]:
         url = f"https://{HOST}:{port or PORTS['kube-apiserver']}{path}"
         context = self._ssl()
         if port is not None:  # component health endpoints serve self-signed certificates
@@ -687,42 +772,26 @@ class LocalCluster:
         self,
         what: str,
         check: Callable[[], bool],
-        process: subprocess.Popen[bytes] | None,
         component: str,
+        process: subprocess.Popen[bytes] | None = None,
         timeout: float = 90,
     ) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
+        """The kit's wait (tests/kit/wait.py); what fails it ends the command, with the component's log."""
+
+        def alive() -> None:
             if process is not None and process.poll() is not None:
                 raise SystemExit(
                     f"{component} exited with {process.returncode} before {what}:\n" + self.tail(component)
                 )
-            if time.monotonic() > deadline:
-                raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}:\n" + self.tail(component))
-            time.sleep(0.2)
+
+        try:
+            wait_for(check, timeout=timeout, what=what, interval=0.2, guard=alive)
+        except Timeout as error:
+            raise SystemExit(f"{error}:\n" + self.tail(component)) from None
 
     def _wait_component(self, component: str, process: subprocess.Popen[bytes]) -> None:
-        if component == "etcd":
-            self._wait("etcd to listen", lambda: _port_open(PORTS["etcd"]), process, component)
-        elif component == "kube-apiserver":
-            self._wait("the API server to be ready", lambda: self._get("/readyz")[0] == 200, process, component)
-        elif component in ("kube-controller-manager", "kube-scheduler"):
-            port = PORTS[component]
-            self._wait(
-                f"{component} to be healthy", lambda: self._get("/healthz", port=port)[0] == 200, process, component
-            )
-        elif component == "kwok":
-            self._wait("kwok to serve", lambda: _port_open(PORTS["kwok"]), process, component)
-        elif component == "containerd":
-            self._wait("containerd to serve", lambda: realnode.socket_path(self.state).exists(), process, component)
-        elif component == "coredns":
-            self._wait("CoreDNS to serve", realnode.dns_ready, process, component)
-        elif component == "kube-proxy":
-            port = PORTS["kube-proxy-healthz"]
-            self._wait("kube-proxy to serve", lambda: _port_open(port), process, component)
-        elif component == "kubelet":
-            port = PORTS["kubelet-healthz"]
-            self._wait("the kubelet to be healthy", lambda: _port_open(port), process, component)
+        spec = TABLE[component]
+        self._wait(spec.readiness, lambda: spec.ready(self), component, process)
 
     def tail(self, component: str, lines: int = 30) -> str:
         try:
@@ -732,7 +801,7 @@ class LocalCluster:
         return "\n".join(f"  {component}| {line}" for line in text)
 
     def healthy(self) -> bool:
-        return self.running() == self.components and self._get("/readyz")[0] == 200
+        return self.running() == self.components and self.get("/readyz")[0] == 200
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         result = subprocess.run(
@@ -844,8 +913,8 @@ class LocalCluster:
                 self.kubectl("get", "serviceaccount", "default", "-n", "default", "-o", "name", check=False).strip()
             )
 
-        self._wait(f"{what} to be Ready", node_ready, None, "kubelet" if self.real_node else "kwok", timeout=120)
-        self._wait("the default ServiceAccount", default_service_account, None, "kube-controller-manager")
+        self._wait(f"{what} to be Ready", node_ready, "kubelet" if self.real_node else "kwok", timeout=120)
+        self._wait("the default ServiceAccount", default_service_account, "kube-controller-manager")
 
     def down(self, *, quiet: bool = False) -> None:
         """Stop exactly the processes this state directory started, newest first, and remove the state."""

@@ -33,8 +33,9 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from tests.kit.wait import Timeout, wait_for  # the repository's root is on the path (localcluster.py)
 
 NODE_NAME = "appschedule-node-0"
 BRIDGE = "appsched0"
@@ -345,9 +346,9 @@ def cleanup(state: Path, binary: dict[str, str]) -> None:
     for pid in shims + [p for c in cgroups if c.is_dir() for p in _cgroup_pids(c)]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while any(_cgroup_pids(c) for c in cgroups if c.is_dir()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    with contextlib.suppress(Timeout):  # best effort: what is left is reported by the mounts and rules below
+        wait_for(lambda: not any(_cgroup_pids(c) for c in cgroups if c.is_dir()), timeout=10, interval=0.1,
+                 what="the pods' processes")  # fmt: skip
     # mounts under the state directory (overlay snapshots, volumes, pods' network namespaces), deepest first
     mounts = []
     with contextlib.suppress(OSError):

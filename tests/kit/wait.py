@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -52,8 +53,11 @@ async def until(
     interval: float = 0.25,
     ignore: tuple[type[BaseException], ...] = (),
     guard: Callable[[], None] | None = None,
+    wake: Callable[[float], Awaitable[object]] | None = None,
 ) -> T:
-    """``wait_for`` on an event loop, for a ``check`` that awaits: the loop keeps running meanwhile."""
+    """``wait_for`` on an event loop, for a ``check`` that awaits: the loop keeps running meanwhile. ``wake``:
+    instead of sleeping ``interval``, await ``wake(at_most)`` (an event that says the answer may have changed,
+    as a watch's events do), so the check runs as soon as it can hold."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while True:
@@ -67,7 +71,11 @@ async def until(
             return last
         if time.monotonic() > deadline:
             raise Timeout(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-        await asyncio.sleep(interval)
+        if wake is None:
+            await asyncio.sleep(interval)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake(interval), max(0.0, min(interval, deadline - time.monotonic())))
 
 
 def seconds_to_next_minute(now: float | None = None) -> float:

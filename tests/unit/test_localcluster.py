@@ -53,3 +53,21 @@ def test_the_soak_never_runs_on_the_test_cluster() -> None:
     root = Path(__file__).resolve().parents[2]
     found = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True)
     assert found.stdout.split() == ["soak-cluster", "2000"]
+
+
+def test_every_component_is_one_entry_of_the_table_with_its_own_ports() -> None:
+    """Ports, command and readiness of each component in one place; the ports as they always were."""
+    assert set(localcluster.COMPONENTS) | set(localcluster.REAL_NODE_COMPONENTS) == set(localcluster.TABLE)
+    assert list(localcluster.TABLE)[: len(localcluster.COMPONENTS)] == localcluster.COMPONENTS  # the start order
+    owned = [name for component in localcluster.TABLE.values() for name in component.ports]
+    assert len(owned) == len(set(owned)) == len(localcluster.PORTS)
+    assert {
+        name: port + localcluster.PORT_OFFSET
+        for name, port in {
+            "etcd": 32379, "etcd-peer": 32380, "kube-apiserver": 36443, "kube-controller-manager": 36257,
+            "kube-scheduler": 36259, "kwok": 36280, "kubelet": 36250, "kubelet-healthz": 36248,
+            "kube-proxy-healthz": 36256, "kube-proxy-metrics": 36249,
+        }.items()
+    } == localcluster.PORTS  # fmt: skip
+    assert len(set(localcluster.PORTS.values())) == len(localcluster.PORTS)
+    assert all(component.readiness and callable(component.ready) for component in localcluster.TABLE.values())
