@@ -419,9 +419,9 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
         if seen.timed[name].problem is None and seen.timed[name].time >= book.since:
             run_times.add(rfc3339(seen.timed[name].time))
     waiting: set[datetime] = set()
-    settles_by = _settles_by(book.config, book.checked, book.now)
     known = seen.filed | marked | records.keys()
     passing = len(records) + sum(1 for n in seen.by_name if n not in known) > JOBS_MAX  # the mark takes the oldest
+    settles_by = _settles_by(book.config, book.checked, book.now) if passing else book.checked  # a backlog only
     for job in ordered:
         name, position = record_name(job.name), _position(job)
         if name in marked:  # counted before: let go if it still holds (its release did not land)
