@@ -93,7 +93,7 @@ bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the
 	$(BIN)/python bench/bench_core.py
 
 bench-cluster: venv tools  ## the operator on its own local cluster against the floor (BENCHMARKS.md); ARGS=--quick
-	$(BIN)/python bench/bench_cluster.py $(ARGS)
+	$(BIN)/python -m bench.cluster $(ARGS)
 
 lock:  ## resolve image.lock (the image's dependencies) from pyproject.toml in a clean virtualenv
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet --disable-pip-version-check .

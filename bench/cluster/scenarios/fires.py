@@ -1,0 +1,142 @@
+"""fires: every CronJob firing every minute: the operator's writes, CPU and latency per run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from ..client import appschedules
+from ..common import (
+    BENCH_ERRORS,
+    FLOOR_RESOURCES,
+    LABEL_TASK,
+    free_port,
+    now,
+    percentile,
+    ratio,
+    seconds,
+)
+from ..informer import Informer
+from ..objects import (
+    BenchJob,
+    finished_jobs,
+    job_view,
+    name_key,
+)
+from ..proxy import summary
+from . import admission
+
+if TYPE_CHECKING:
+    from ..bench import Bench
+
+
+async def fires(bench: Bench, n: int, minutes: float) -> None:
+    """N AppSchedules x 3 tasks firing every minute, with the webhooks on: the operator's cost per run."""
+    what = f"fires-{n}"
+    world = await bench.world(n, what, every_minute=True)
+    jobs: Informer[BenchJob] = Informer(
+        bench.api,
+        f"/apis/batch/v1/namespaces/{world.namespace}/jobs",
+        bench.pulse,
+        key=name_key,
+        project=job_view,
+        selector=LABEL_TASK,
+    )
+    filed: Informer[frozenset[str]] = Informer(
+        bench.api, appschedules(world.namespace), bench.pulse, key=name_key, project=finished_jobs
+    )
+    completed: dict[str, float] = {}  # Job name -> when the benchmark's watch saw it finished
+    shown: dict[str, float] = {}  # Job name -> when the AppSchedule's status first listed it finished
+
+    def on_job(name: str, view: BenchJob | None) -> None:
+        if view is not None and view.finished and name not in completed:
+            completed[name] = now()
+
+    def on_status(_: str, names: frozenset[str] | None) -> None:
+        for name in names or ():
+            shown.setdefault(name, now())
+
+    jobs.listeners.append(on_job)
+    filed.listeners.append(on_status)
+    try:
+        await jobs.start()
+        await filed.start()
+        operator = await admission.start_webhook_operator(bench, world, what, free_port())
+        await bench.converge(world)
+        await asyncio.sleep(60 - time.time() % 60 + 5)  # the first fire after convergence is under way
+        operator.guard()
+        start, cpu_start, metrics_start = now(), operator.cpu_seconds(), await write_counts(bench)
+        peak = operator.rss_kib()
+        while now() < start + minutes * 60:
+            operator.guard()
+            peak = max(peak, operator.rss_kib())
+            await asyncio.sleep(min(5.0, max(0.0, start + minutes * 60 - now())))
+        end, cpu_end, metrics_end = now(), operator.cpu_seconds(), await write_counts(bench)
+        requests = await bench.proxy.requests(start, end)
+        runs = [name for name, t in completed.items() if start <= t <= end]
+        settle = end + 30  # the runs that finished at the end of the window get as long as any to show
+        await bench.pulse.until(
+            lambda: all(name in shown for name in runs) or now() > settle, settle + 5, "the status of every run"
+        )
+        latencies = sorted(max(0.0, shown[name] - completed[name]) for name in runs if name in shown)
+        unseen = sum(name not in shown for name in runs)
+        ours = sum(r.write and r.resource in FLOOR_RESOURCES for r in requests)
+        others = sum(metrics_end.values()) - sum(metrics_start.values()) - ours
+        writes = sum(r.write for r in requests)
+        figures = {
+            "minutes": (end - start) / 60,
+            "runs": len(runs),
+            "runs_per_minute": len(runs) / ((end - start) / 60),
+            "operator": summary(requests, (end - start) / 60),
+            "requests_per_run": len(requests) / max(1, len(runs)),
+            "writes_per_run": writes / max(1, len(runs)),
+            "floor_writes_per_run": others / max(1, len(runs)),
+            "floor_writes_by_resource": {k: metrics_end.get(k, 0) - metrics_start.get(k, 0) for k in metrics_end},
+            "cpu_seconds_per_minute": (cpu_end - cpu_start) / ((end - start) / 60),
+            "rss_kib": operator.rss_kib(),
+            "rss_peak_in_window_kib": peak,
+            "completion_to_status_p50": percentile(latencies, 0.5) if latencies else None,
+            "completion_to_status_p99": percentile(latencies, 0.99) if latencies else None,
+            "runs_not_shown_within_30s": unseen,
+            "targets": {"writes_per_run": 2.0, "p99_seconds_at_300": 5.0, "cpu_cores_at_300": 0.5},
+        }
+        bench.record("fires", str(n), figures)
+        p50 = seconds(latencies[len(latencies) // 2]) if latencies else "-"
+        p99 = seconds(percentile(latencies, 0.99)) if latencies else "-"
+        per_run = max(1, len(runs))
+        bench.report(
+            f"fires    N={n:<5} {len(runs)} runs in {(end - start) / 60:.1f} min: operator "
+            f"{len(requests) / per_run:.2f} requests and {writes / per_run:.2f} writes a run (target 2)   floor "
+            f"{others / per_run:.2f} writes a run by the others (jobs, cronjobs, pods)   "
+            f"ratio {ratio(writes, others)}   CPU {(cpu_end - cpu_start) / (end - start):.0%} of a core   "
+            f"RSS {operator.rss_kib() / 1024:.0f} MiB"
+            f"   completion to status p50 {p50} p99 {p99} ({unseen} not shown within 30 s)"
+        )
+    except BENCH_ERRORS as error:
+        bench.failed("fires", str(n), error, world)
+    finally:
+        await jobs.stop()
+        await filed.stop()
+        await bench.close_world(world)
+        await admission.drop_webhooks(bench)
+
+
+async def write_counts(bench: Bench) -> dict[str, float]:
+    """Writes to jobs, cronjobs and pods the API server has served, by resource (apiserver_request_total)."""
+    async with bench.api.session.get(bench.api.server + "/metrics") as response:
+        text = await response.text()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(","))
+        verb, resource = labels.get("verb", "").strip('"'), labels.get("resource", "").strip('"')
+        if verb in {"POST", "PUT", "PATCH", "DELETE", "APPLY"} and resource in FLOOR_RESOURCES:
+            if labels.get("dry_run", '""') != '""':
+                continue
+            found[resource] = found.get(resource, 0.0) + float(line.rsplit(" ", 1)[1])
+    return found
+
+
+# -- one size: cold, idle, restart and change share a world
