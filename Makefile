@@ -8,12 +8,12 @@ CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
-.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools db-tools node-claim check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
-$(VENV)/.installed: pyproject.toml
-	$(STEP) venv sh -c "$(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'"
+$(VENV)/.installed: pyproject.toml libs/python/pyproject.toml
+	$(STEP) venv sh -c "$(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' -e libs/python"
 	touch $@
 
 venv: $(VENV)/.installed  ## the project and its dev tools in .venv
@@ -25,6 +25,12 @@ tools: venv  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (
 
 node-tools: tools  ## the real node's: Debian's packages (apt-get), kubelet, kube-proxy, CoreDNS, the images it runs
 	$(STEP) node-tools $(CLUSTER) node-tools
+
+node-claim:  ## the Node claim library (libs/node): its dependencies from npm (package-lock.json), compiled with tsc
+	$(STEP) node-claim sh -c "cd libs/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p ."
+
+db-tools: venv  ## PostgreSQL and MariaDB (Debian's packages, apt-get when missing): the claim's conformance suite
+	$(STEP) db-tools $(CLUSTER) db-tools
 
 prom-tools: venv  ## Prometheus' server and promtool (Debian's package, apt-get when missing): the alerts' and dashboard's tests
 	$(STEP) prom-tools $(CLUSTER) prom-tools
@@ -51,8 +57,8 @@ lint: venv  ## ruff, and the import rules of .importlinter (layers, a pure core 
 typecheck: venv
 	$(STEP) typecheck $(BIN)/mypy
 
-unit: venv  ## APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
-	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit
+unit: venv db-tools node-claim  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
+	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit tests/claim
 
 integration: venv tools prom-tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
 	$(STEP) integration $(BIN)/pytest tests/integration

@@ -22,7 +22,7 @@ Invariants this file keeps:
   ``TABLE``. Every port is in ``PORTS``, shifted by ``$APPSCHEDULE_PORT_OFFSET`` (default 0): a second
   cluster needs both its own state directory and its own offset.
 
-Usage: localcluster.py tools | node-tools | prom-tools | up | down | status | stop COMPONENT | start COMPONENT | env
+Usage: localcluster.py tools | node-tools | prom-tools | db-tools | up | down | status | stop C | start C | env
 """
 
 from __future__ import annotations
@@ -957,6 +957,10 @@ def main(argv: list[str]) -> int:
         started = time.monotonic()
         realnode.ensure_packages(realnode.PROMETHEUS_PACKAGES, "the tests of the alerts and the dashboard")
         print(f"prometheus and promtool from Debian's packages ({time.monotonic() - started:.1f}s)")
+    elif command == "db-tools":
+        started = time.monotonic()
+        realnode.ensure_packages(realnode.DATABASE_PACKAGES, "the claim's conformance suite")
+        print(f"PostgreSQL and MariaDB from Debian's packages ({time.monotonic() - started:.1f}s)")
     elif command == "up":
         cluster.up()
         print(usage(cluster))

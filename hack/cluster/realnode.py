@@ -84,6 +84,8 @@ PACKAGES = {  # what must exist -> the Debian package that provides it
 
 # Prometheus' server and promtool, for the tests of the chart's alerts and dashboard (tests/integration/test_alerts.py)
 PROMETHEUS_PACKAGES = {"/usr/bin/promtool": "prometheus", "/usr/bin/prometheus": "prometheus"}
+# the claim's conformance suite runs on real servers (tests/claim/servers.py starts and stops them)
+DATABASE_PACKAGES = {"/usr/lib/postgresql/15/bin/postgres": "postgresql", "/usr/sbin/mariadbd": "mariadb-server"}
 
 
 def missing_packages(packages: dict[str, str] = PACKAGES) -> list[str]:

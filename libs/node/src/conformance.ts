@@ -1,0 +1,187 @@
+/**
+ * The claim's conformance suite (libs/conformance/claim.json) run by the Node library:
+ *   node dist/conformance.js sqlite: | postgresql://user@host:port/db | mysql://user@host:port/db
+ * Every scenario on a database of its own; prints one line a scenario and exits 1 when any failed.
+ */
+import * as fs from "fs";
+import * as path from "path";
+import { ClaimError, Run, TABLE, createTable, database, finish, keyOf, release, runFromEnv, take } from "./index";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Any = any;
+
+const SUITE = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "..", "conformance", "claim.json"), "utf8"));
+
+interface Target {
+  connect(): Promise<Any>;
+  close(conn: Any): Promise<void>;
+}
+
+let databases = 0;
+
+async function target(url: string): Promise<Target> {
+  const name = `claims_node_${process.pid}_${databases++}`;
+  if (url.startsWith("sqlite:")) {
+    const initSqlJs = require("sql.js");
+    const SQL = await initSqlJs();
+    const shared = new SQL.Database();  // one database in memory, every "connection" on it
+    return { connect: async () => shared, close: async () => undefined };
+  }
+  if (url.startsWith("postgresql:")) {
+    const { Client } = require("pg");
+    const admin = new Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const at = new URL(url);
+    at.pathname = `/${name}`;
+    return {
+      connect: async () => { const c = new Client({ connectionString: at.toString() }); await c.connect(); return c; },
+      close: async (c) => c.end(),
+    };
+  }
+  if (url.startsWith("mysql:")) {
+    const mysql = require("mysql2/promise");
+    const admin = await mysql.createConnection(url);
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const at = new URL(url);
+    at.pathname = `/${name}`;
+    return { connect: async () => mysql.createConnection(at.toString()), close: async (c) => c.end() };
+  }
+  throw new Error(`a database URL of sqlite:, postgresql: or mysql:, not ${url}`);
+}
+
+function runOf(owner: string, deadline: number): Run {
+  return { task: SUITE.task, scheduledTime: SUITE.scheduled_time, owner, deadline };
+}
+
+async function expired(t: Target): Promise<boolean> {
+  const conn = await t.connect();
+  try {
+    const db = database(conn);
+    const changed = await db.run(`UPDATE ${TABLE} SET takeovers = takeovers WHERE expires_at < ${db.dialect.now}`, []);
+    return changed > 0 || (db.dialect.name === "mysql" && (await mysqlExpired(conn)));
+  } finally {
+    await t.close(conn);
+  }
+}
+
+async function mysqlExpired(conn: Any): Promise<boolean> {  // MySQL counts only rows an UPDATE changed
+  const [rows] = await conn.query(`SELECT COUNT(*) AS n FROM ${TABLE} WHERE expires_at < CURRENT_TIMESTAMP(6)`);
+  return Number(rows[0].n) > 0;
+}
+
+async function waitFor(check: () => Promise<boolean>, seconds: number, what: string): Promise<void> {
+  const deadline = Date.now() + seconds * 1000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${seconds}s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function race(t: Target, count: number, deadline: number): Promise<Record<string, number>> {
+  const conns = await Promise.all(Array.from({ length: count }, () => t.connect()));
+  try {
+    const outcomes = await Promise.all(conns.map((c, i) => take(c, runOf(`racer-${i}`, deadline))));
+    const counts: Record<string, number> = {};
+    for (const o of outcomes) counts[o.outcome] = (counts[o.outcome] ?? 0) + 1;
+    return counts;
+  } finally {
+    await Promise.all(conns.map((c) => t.close(c)));
+  }
+}
+
+function same(a: Record<string, number>, b: Record<string, number>): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].every((k) => (a[k] ?? 0) === (b[k] ?? 0));
+}
+
+async function play(scenario: Any, url: string): Promise<void> {
+  const t = await target(url);
+  const deadline = Number(scenario.deadline);
+  const conn = await t.connect();
+  const realNow = Date.now;
+  let shift = 0;
+  try {
+    await createTable(conn);
+    for (const step of scenario.steps) {
+      Date.now = () => realNow() + shift * 1000;  // the app host's clock, moved by "skew"
+      if ("claim" in step) {
+        const got = (await take(conn, runOf(step.claim, deadline))).outcome;
+        if (got !== step.expect) throw new Error(`${JSON.stringify(step)} gave ${got}`);
+      } else if ("finish" in step) {
+        await finish(conn, runOf(step.finish, deadline));
+      } else if ("fail" in step) {
+        await release(conn, runOf(step.fail, deadline));
+      } else if ("expire" in step) {
+        Date.now = realNow;
+        await waitFor(() => expired(t), deadline + 30, "the database's clock past the deadline");
+      } else if ("skew" in step) {
+        shift += Number(step.skew);
+      } else if ("race" in step) {
+        const got = await race(t, Number(step.race), deadline);
+        if (!same(got, step.expect)) throw new Error(`race gave ${JSON.stringify(got)}`);
+      } else {
+        throw new Error(`a step of no known kind: ${JSON.stringify(step)}`);
+      }
+    }
+  } finally {
+    Date.now = realNow;
+    await t.close(conn);
+  }
+}
+
+async function errors(url: string): Promise<void> {
+  for (const c of SUITE.errors) {
+    if ("env" in c) {
+      if ("key" in c) {
+        const key = keyOf(runFromEnv(c.env));
+        if (key !== c.key) throw new Error(`${c.name}: ${key}`);
+        continue;
+      }
+      let said = "";
+      try { runFromEnv(c.env); } catch (error) { said = error instanceof ClaimError ? error.message : `not a ClaimError: ${error}`; }
+      if (!said.includes(c.says)) throw new Error(`${c.name}: said ${JSON.stringify(said)}`);
+      continue;
+    }
+    const t = await target(url);
+    const conn = await t.connect();
+    try {
+      await database(conn).run(c.table, []);
+      let said = "";
+      try { await take(conn, runOf("job-a", 60)); } catch (error) { said = error instanceof ClaimError ? error.message : `not a ClaimError: ${error}`; }
+      if (!said.includes(c.says)) throw new Error(`${c.name}: said ${JSON.stringify(said)}`);
+    } finally {
+      await t.close(conn);
+    }
+  }
+}
+
+async function main(): Promise<number> {
+  const url = process.argv[2] ?? "sqlite:";
+  let failed = 0;
+  for (const scenario of SUITE.scenarios) {
+    if (url.startsWith("sqlite:") && scenario.server_only) {
+      console.log(`skip ${scenario.name}: ${scenario.server_only}`);
+      continue;
+    }
+    try {
+      await play(scenario, url);
+      console.log(`ok   ${scenario.name}`);
+    } catch (error) {
+      failed += 1;
+      console.log(`FAIL ${scenario.name}: ${(error as Error).message}`);
+    }
+  }
+  try {
+    await errors(url);
+    console.log(`ok   ${SUITE.errors.length} errors`);
+  } catch (error) {
+    failed += 1;
+    console.log(`FAIL errors: ${(error as Error).message}`);
+  }
+  return failed ? 1 : 0;
+}
+
+main().then((code) => process.exit(code), (error) => { console.error(error); process.exit(2); });
