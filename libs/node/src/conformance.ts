@@ -5,7 +5,7 @@
  */
 import * as fs from "fs";
 import * as path from "path";
-import { ClaimError, Run, TABLE, createTable, database, finish, keyOf, release, runFromEnv, take } from "./index";
+import { ClaimError, Run, TABLE, createTable, database, finish, keyOf, release, runFromEnv, take, withClaim } from "./index";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Any = any;
@@ -158,6 +158,23 @@ async function errors(url: string): Promise<void> {
   }
 }
 
+/** withClaim: the work runs only for the winner; a throw releases the claim (a re-run wins), a success finishes it. */
+async function wrapper(url: string): Promise<void> {
+  const t = await target(url);
+  const conn = await t.connect();
+  try {
+    let ran = 0;
+    const failing = withClaim(conn, () => { ran += 1; throw new Error("the report failed"); }, { run: runOf("job-a", 3600), create: true, report: false });
+    if (!(await failing.then(() => false, (e: Error) => e.message === "the report failed"))) throw new Error("the throw did not come through");
+    const again = await withClaim(conn, () => { ran += 1; return "sent"; }, { run: runOf("job-b", 3600), report: false });
+    if (again.outcome !== "won" || again.result !== "sent") throw new Error(`after a release: ${JSON.stringify(again)}`);
+    const late = await withClaim(conn, () => { ran += 1; }, { run: runOf("job-c", 3600), report: false });
+    if (late.won || ran !== 2) throw new Error(`after a finish: ${late.outcome}, ran ${ran} times`);
+  } finally {
+    await t.close(conn);
+  }
+}
+
 async function main(): Promise<number> {
   const url = process.argv[2] ?? "sqlite:";
   let failed = 0;
@@ -173,6 +190,13 @@ async function main(): Promise<number> {
       failed += 1;
       console.log(`FAIL ${scenario.name}: ${(error as Error).message}`);
     }
+  }
+  try {
+    await wrapper(url);
+    console.log("ok   withClaim");
+  } catch (error) {
+    failed += 1;
+    console.log(`FAIL withClaim: ${(error as Error).message}`);
   }
   try {
     await errors(url);
