@@ -240,6 +240,23 @@ def test_a_backlog_whose_releases_did_not_land_is_let_go_and_never_counted_twice
     assert counts(again) == counts(final)
 
 
+def test_jobs_with_a_run_kind_nobody_knows_keep_the_records_within_their_bound() -> None:
+    """Any author's Jobs may carry any run-kind annotation: one the ledger does not know makes a Job a run like
+    any other, counted past the mark only once its time and span are settled. Eight finished copies of the fire
+    just come (their span not settled yet) never take more than JOBS_MAX records."""
+    shell = Shell(TaskConfig(task="report", cronjob=CRONJOB, schedule=parse("* * * * *", "Europe/Berlin")))
+    fire = FALL_BACK + timedelta(minutes=30)
+    shell.reconcile(fire - timedelta(hours=1))
+    for index in range(8):
+        made = job(fire, name=f"copy-{index}", created=fire + timedelta(seconds=1), outcome="Complete")
+        shell.add(dataclasses.replace(made, annotations={**made.annotations, naming.ANNOTATION_RUN_KIND: "x"}))
+    final = shell.reconcile(fire + timedelta(seconds=25))
+    assert len(final.jobs or []) <= JOBS_MAX
+    TaskStatus.model_validate(_dumped(final)["tasks"][0])  # a status the schema takes
+    later = shell.reconcile(fire + timedelta(minutes=3))
+    assert counts(later)["runs"] == 1 and counts(later)["duplicates"] == 7 and shell.holding() == []
+
+
 def test_a_mark_after_now_in_a_status_written_by_hand_counts_nothing_as_done() -> None:
     """filedThrough is the ledger's own: a status stating one in 2099 does not stop the Jobs before it from
     being counted."""

@@ -469,7 +469,8 @@ def _take(
         return True
     ended = bool(job.outcome or job.deleting)
     created, finish = parse_time(job.created), parse_time(job.finish_time) or settles_by
-    settles = kind is not None or (scheduled <= settles_by and finish <= settles_by)
+    # as _settled will judge its record: a run someone asked for (or a catch-up) once it ends, else its time and span
+    settles = kind in naming.RUN_KINDS or (scheduled <= settles_by and finish <= settles_by)
     if absorbing and ended and settles and created is not None and created <= book.now - SETTLE_SLACK:
         book.absorbed.add(name)  # counted now, its record let go at the end of the step: the mark passes it
     elif len(records) - len(book.absorbed) >= JOBS_MAX or (
