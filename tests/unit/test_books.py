@@ -240,21 +240,35 @@ def test_a_backlog_whose_releases_did_not_land_is_let_go_and_never_counted_twice
     assert counts(again) == counts(final)
 
 
-def test_jobs_with_a_run_kind_nobody_knows_keep_the_records_within_their_bound() -> None:
+@pytest.mark.parametrize("kind", ["x", "catch-up"])
+def test_copies_of_a_fire_with_any_run_kind_keep_the_records_within_their_bound(kind: str) -> None:
     """Any author's Jobs may carry any run-kind annotation: one the ledger does not know makes a Job a run like
-    any other, counted past the mark only once its time and span are settled. Eight finished copies of the fire
-    just come (their span not settled yet) never take more than JOBS_MAX records."""
+    any other, and a second catch-up of a fire is its duplicate; both are counted past the mark only once their
+    time and span are settled. Eight finished copies of the fire just come (their span not settled yet) never
+    take more than JOBS_MAX records (found by review: with catch-up, 7 records and a status refused)."""
     shell = Shell(TaskConfig(task="report", cronjob=CRONJOB, schedule=parse("* * * * *", "Europe/Berlin")))
     fire = FALL_BACK + timedelta(minutes=30)
     shell.reconcile(fire - timedelta(hours=1))
     for index in range(8):
         made = job(fire, name=f"copy-{index}", created=fire + timedelta(seconds=1), outcome="Complete")
-        shell.add(dataclasses.replace(made, annotations={**made.annotations, naming.ANNOTATION_RUN_KIND: "x"}))
+        shell.add(dataclasses.replace(made, annotations={**made.annotations, naming.ANNOTATION_RUN_KIND: kind}))
     final = shell.reconcile(fire + timedelta(seconds=25))
     assert len(final.jobs or []) <= JOBS_MAX
     TaskStatus.model_validate(_dumped(final)["tasks"][0])  # a status the schema takes
     later = shell.reconcile(fire + timedelta(minutes=3))
     assert counts(later)["runs"] == 1 and counts(later)["duplicates"] == 7 and shell.holding() == []
+
+
+def test_the_run_of_the_fire_just_come_is_counted_beside_a_backlog() -> None:
+    """Ten finished hourly runs of an outage and the current fire's run, still active: the backlog's Jobs
+    counted past the mark never count as active records, so the current run is counted in the same step (found
+    by review: it waited, with no wake, for some later event)."""
+    shell = Shell(TaskConfig(task="report", cronjob=CRONJOB, schedule=parse("0 * * * *", "Europe/Berlin")))
+    now = FALL_BACK + timedelta(hours=3)
+    shell.reconcile(now - timedelta(hours=10, seconds=30))
+    shell.add(*(job(now - timedelta(hours=h), outcome="Complete") for h in range(10, 0, -1)), job(now))
+    final = shell.reconcile(now + timedelta(seconds=30))
+    assert counts(final) == {"runs": 11, "succeeded": 10}
 
 
 def test_a_mark_after_now_in_a_status_written_by_hand_counts_nothing_as_done() -> None:

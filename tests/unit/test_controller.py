@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -211,3 +211,37 @@ def test_a_backlog_is_counted_in_one_reconcile_from_a_view_one_list_confirmed() 
     assert task["counts"]["runs"] == task["counts"]["succeeded"] == 12 and task["counts"]["manual"] == 1
     assert task["filedThrough"]["name"] in {b["metadata"]["name"] for b in bodies}
     assert all(naming.LEDGER_FINALIZER not in j["metadata"]["finalizers"] for j in cluster.jobs.values())
+
+
+def test_a_mark_planned_again_after_a_cronjob_write_failed_is_written_from_a_listed_view() -> None:
+    """The first plan moves no mark; a CronJob's apply is refused and the re-plan, from what the watch delivered
+    meanwhile (all but one of 12 manual runs), would move it: the Jobs are listed first, so the one the watch
+    lags on is counted, not passed over (found by review: manual 11, the twelfth let go uncounted)."""
+    cluster, settled, deployment = converged()
+    fire = job_body("sync-inventory", NOW)
+    cluster.jobs["shop", fire["metadata"]["name"]] = fire
+    manual = []
+    for index in range(12):
+        body = job_body("sync-inventory", NOW + timedelta(seconds=60 + 5 * index))
+        body["metadata"]["name"] = f"shop-sync-inventory-manual-{index:02d}"
+        annotations = body["metadata"]["annotations"]
+        annotations.pop(naming.CRONJOB_SCHEDULED_TIMESTAMP)
+        annotations[naming.ANNOTATION_RUN_KIND] = "manual"
+        annotations[naming.ANNOTATION_SCHEDULED_TIME] = body["metadata"]["creationTimestamp"]
+        manual.append(body)
+        cluster.jobs["shop", body["metadata"]["name"]] = body
+    del cluster.cronjobs["shop", "shop-weekly-report"]  # a CronJob to apply in this reconcile
+    made = controller(cluster, settled, deployment)
+    for body in manual:
+        made.store.drop_job("shop", body["metadata"]["name"])  # the watch lags: none delivered at the first plan
+
+    def refused(manifest: Mapping[str, Any], *, force: bool) -> dict[str, Any]:
+        for body in manual[:5] + manual[6:]:  # meanwhile the watch delivers all but one
+            made.store.put_job(project_job(copy.deepcopy(body)))
+        raise api_error(403, "cronjobs is forbidden: exceeded quota")
+
+    cluster.apply_cronjob = refused  # type: ignore[method-assign]
+    run(lambda: made.reconcile(KEY, NOW + timedelta(minutes=3)))
+    assert "list_jobs shop/shop" in cluster.calls
+    task = next(t for t in cluster.statuses[KEY]["tasks"] if t["name"] == "sync-inventory")
+    assert task["counts"]["manual"] == 12

@@ -469,12 +469,14 @@ def _take(
         return True
     ended = bool(job.outcome or job.deleting)
     created, finish = parse_time(job.created), parse_time(job.finish_time) or settles_by
-    # as _settled will judge its record: a run someone asked for (or a catch-up) once it ends, else its time and span
-    settles = kind in naming.RUN_KINDS or (scheduled <= settles_by and finish <= settles_by)
+    # as _settled will judge the record _count writes: one with a kind (a run asked for, the catch-up that is the
+    # run of its time) once it ends, any other (a run, a duplicate) once its time and span are settled
+    kept_kind = asked or (kind == "catch-up" and rfc3339(scheduled) not in run_times)
+    settles = kept_kind or (scheduled <= settles_by and finish <= settles_by)
     if absorbing and ended and settles and created is not None and created <= book.now - SETTLE_SLACK:
         book.absorbed.add(name)  # counted now, its record let go at the end of the step: the mark passes it
     elif len(records) - len(book.absorbed) >= JOBS_MAX or (
-        not ended and sum(1 for r in records.values() if not r.finished) >= ACTIVE_MAX
+        not ended and sum(1 for n, r in records.items() if not r.finished and n not in book.absorbed) >= ACTIVE_MAX
     ):
         if _stands(kind):
             waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through

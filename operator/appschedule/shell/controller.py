@@ -308,6 +308,9 @@ class Controller:
                 if world is None:
                     return Result(outcome)
                 decided = await self._plan(world, now, rejected=refused, failed=ours)
+                if needs_listed_view(decided.status, world.appschedule.status) and await write.confirm_jobs():
+                    world = await self._world(key) or world  # the watch delivered more meanwhile: list again
+                    decided = await self._plan(world, now, rejected=refused, failed=ours)
             for name in decided.delete:
                 await write.delete_cronjob(world.cronjobs[name])
                 outcome.deleted += 1
