@@ -406,9 +406,10 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
     record, or waits, uncounted but not missed, until one is free. Returns the times that got a run (as
     stored) and the times of the Jobs that wait."""
     records, recent = book.records, book.recent
-    mark, last = book.mark, (datetime.max.replace(tzinfo=UTC), "")
-    ordered = sorted(seen.by_name.values(), key=lambda j: _position(j) or (last[0], j.name))
-    marked = {record_name(j.name) for j in ordered if mark is not None and (_position(j) or last) <= mark}
+    mark, last = book.mark, datetime.max.replace(tzinfo=UTC)
+    positions = {name: _position(job) for name, job in seen.by_name.items()}  # each creation time parsed once
+    ordered = sorted(seen.by_name.items(), key=lambda item: positions[item[0]] or (last, item[0]))
+    marked = {n for n, p in positions.items() if mark is not None and p is not None and p <= mark}
     marked -= records.keys()
     run_times = {r.scheduled_time for r in records.values() if _stands(r.kind)} | {
         t for t, r in recent.items() if r.state in ("Active", "Succeeded", "Failed", "Unknown")
@@ -422,8 +423,8 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
     known = seen.filed | marked | records.keys()
     passing = len(records) + sum(1 for n in seen.by_name if n not in known) > JOBS_MAX  # the mark takes the oldest
     settles_by = _settles_by(book.config, book.checked, book.now) if passing else book.checked  # a backlog only
-    for job in ordered:
-        name, position = record_name(job.name), _position(job)
+    for name, job in ordered:
+        position = positions[name]
         if name in marked:  # counted before: let go if it still holds (its release did not land)
             if name not in seen.filed and job.finalizer and (job.outcome or job.deleting):
                 book.release.append(job.name)
