@@ -4,8 +4,10 @@
     python -m bench.cluster --quick                     # a smoke run: N = 20 and 100, idle 30 s
     python -m bench.cluster --operator-path /tmp/before/operator --label before
 
-The package: ``client`` (the benchmark's own requests), ``informer`` (list+watch, the pulse waiters wake
-on), ``proxy`` (the counting proxy, its own process), ``processes`` (what a process under test costs),
+The package: ``client`` (the benchmark's own requests, through kubernetes_asyncio's ApiClient: its kubeconfig
+loading and TLS), ``informer`` (a list, then kubernetes_asyncio's watch, objects kept as JSON projections; the
+pulse waiters wake on), ``proxy`` (the counting proxy, its own process), ``processes`` (what a process under
+test costs, read with psutil: CPU, RSS, PSS),
 ``objects`` (what is created and the views kept), ``bench`` (a run's state and its run at one size) and
 ``scenarios/`` (one module per scenario below); ``__main__`` is the command line.
 

@@ -18,7 +18,7 @@ import aiohttp
 from .. import cluster
 from . import scenarios
 from .bench import Bench
-from .client import Api, Credentials
+from .client import Api
 from .common import (
     CACHE,
     CHURN_PER_SECOND,
@@ -177,7 +177,7 @@ async def bench_main(args: argparse.Namespace, state: Path) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     RESULTS.mkdir(parents=True, exist_ok=True)
     results_path = RESULTS / f"{stamp}-{args.label}.json"
-    api = Api(Credentials.from_kubeconfig(admin))
+    api = await Api.connect(admin)
     proxy = Proxy("operator", admin, state)
     baseline_proxy = Proxy("baseline", admin, state)
     bench: Bench | None = None

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import ssl
-import tempfile
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
 
 from .common import (
     CONCURRENCY,
@@ -25,66 +24,90 @@ from .common import (
 )
 
 # ---------------------------------------------------------------------------------------------------
-# Credentials and the benchmark's own client (straight to the API server, not counted)
+# The benchmark's own client (straight to the API server, not counted): kubernetes_asyncio's
 
 
-@dataclass(frozen=True)
-class Credentials:
-    server: str
-    ca: str
-    cert: bytes
-    key: bytes
+async def configuration(kubeconfig: Path) -> k8s.Configuration:
+    """The kubeconfig's cluster and credentials, read by kubernetes_asyncio (certificates in files it keeps)."""
+    config = k8s.Configuration()
+    await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=config)
+    config.connection_pool_maxsize = 64
+    return config
 
-    @classmethod
-    def from_kubeconfig(cls, path: Path) -> Credentials:
-        config = json.loads(path.read_text())  # localcluster.py writes its kubeconfigs as JSON
-        context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
-        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-        return cls(
-            server=str(cluster["server"]),
-            ca=base64.b64decode(cluster["certificate-authority-data"]).decode(),
-            cert=base64.b64decode(user["client-certificate-data"]),
-            key=base64.b64decode(user["client-key-data"]),
-        )
 
-    def ssl_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cadata=self.ca)
-        with tempfile.TemporaryDirectory() as tmp:  # load_cert_chain wants a file; the directory is private
-            pem = Path(tmp) / "client.pem"
-            pem.write_bytes(self.cert + b"\n" + self.key)
-            context.load_cert_chain(str(pem))
-        return context
+def ssl_context(config: k8s.Configuration) -> ssl.SSLContext:
+    """The TLS context kubernetes_asyncio's REST client makes of a configuration, for a session of our own."""
+    context = ssl.create_default_context(cafile=config.ssl_ca_cert)
+    if config.cert_file:
+        context.load_cert_chain(config.cert_file, keyfile=config.key_file)
+    return context
 
 
 class Api:
-    """The benchmark's client: JSON over aiohttp, with the admin certificate."""
+    """The benchmark's client: kubernetes_asyncio's ApiClient (its kubeconfig loading, TLS and credentials),
+    asked by path for JSON, so a list of 30,000 objects is never made into models."""
 
-    def __init__(self, credentials: Credentials) -> None:
-        self.server = credentials.server
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=credentials.ssl_context(), limit=64),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-        )
+    def __init__(self, client: k8s.ApiClient) -> None:
+        self.client = client
+        self.server = str(client.configuration.host)
+        # plain HTTP to the processes under test (liveness, metrics) goes through the same pool
+        self.session: aiohttp.ClientSession = client.rest_client.pool_manager
+
+    @classmethod
+    async def connect(cls, kubeconfig: Path) -> Api:
+        return cls(k8s.ApiClient(await configuration(kubeconfig)))
 
     async def close(self) -> None:
-        await self.session.close()
+        await self.client.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout | float = 120,
+    ) -> aiohttp.ClientResponse:
+        """The response, unread (the caller reads or streams it), whatever its status."""
+        response: aiohttp.ClientResponse = await self.client.call_api(
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        return response
 
     async def call(
-        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json", allow: int = 0
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        allow: int = 0,
     ) -> Any:
         """The response's JSON; an error status raises, except ``allow`` (e.g. 404), which returns None."""
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": content_type} if body is not None else {}
-        async with self.session.request(
-            method, self.server + path, data=data, headers=headers, timeout=aiohttp.ClientTimeout(total=120)
-        ) as response:
+        async with await self.request(method, path, body, query=query, content_type=content_type) as response:
             text = await response.read()
             if response.status == allow:
                 return None
             if response.status >= 300:
                 raise BenchError(f"{method} {path}: {response.status} {text[:300].decode(errors='replace')}")
             return json.loads(text) if text else None
+
+    async def text(self, path: str) -> str:
+        """A plain-text endpoint of the API server (/metrics)."""
+        async with await self.request("GET", path) as response:
+            if response.status != 200:
+                raise BenchError(f"GET {path}: {response.status}")
+            return await response.text()
 
     async def patch(self, path: str, operations: list[Json]) -> None:
         await self.call("PATCH", path, operations, content_type="application/json-patch+json")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import psutil
 from tests.kit import operator as kit
 
 from .common import (
@@ -17,14 +17,10 @@ from .common import (
 # Processes under test
 
 
-def _proc_stat(pid: int) -> list[str]:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2 :].split()
-
-
-def _proc_status_kib(pid: int, key: str) -> int:
+def _peak_kib(pid: int) -> int:
+    """The process' peak resident set (VmHWM): psutil has no figure for it on Linux."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
+        if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
 
@@ -43,34 +39,36 @@ class Process(kit.Process):
         except kit.Exited as exited:
             raise BenchError(str(exited).splitlines()[0]) from None
 
-    def tree(self) -> list[int]:
-        """The process and its live children (the operator's admission process): every figure counts them
-        all; RSS is summed, so pages a fork shares are counted twice (an upper bound)."""
-        pids = [self.pid]
-        with contextlib.suppress(OSError):
-            for task in Path(f"/proc/{self.pid}/task").iterdir():
-                pids += [int(child) for child in (task / "children").read_text().split()]
-        return pids
+    def tree(self) -> list[psutil.Process]:
+        """The process and its live children (the operator's admission process): every figure counts them all."""
+        try:
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
 
-    def _sum(self, read: Callable[[int], float]) -> float:
+    def _sum(self, read: Callable[[psutil.Process], float]) -> float:
         total = 0.0
-        for pid in self.tree():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                total += read(pid)
+        for process in self.tree():
+            with contextlib.suppress(psutil.Error, OSError):  # a child gone between the listing and the read
+                total += read(process)
         return total
 
     def cpu_seconds(self) -> float:
-        def cpu(pid: int) -> float:
-            fields = _proc_stat(pid)
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, every thread
-
-        return self._sum(cpu)
+        """User and system time of every thread of the processes."""
+        return self._sum(lambda p: (times := p.cpu_times()).user + times.system)
 
     def rss_kib(self) -> int:
-        return int(self._sum(lambda pid: _proc_status_kib(pid, "VmRSS")))
+        """Resident sets summed: the pages a fork shares are counted in each process (an upper bound)."""
+        return int(self._sum(lambda p: p.memory_info().rss) / 1024)
+
+    def pss_kib(self) -> int:
+        """Proportional set sizes summed: a shared page is split between the processes that map it, so the sum is
+        what the processes cost the machine."""
+        return int(self._sum(lambda p: p.memory_full_info().pss) / 1024)
 
     def peak_kib(self) -> int:
-        return int(self._sum(lambda pid: _proc_status_kib(pid, "VmHWM")))
+        return int(self._sum(lambda p: _peak_kib(p.pid)))
 
 
 BARE_KOPF = """

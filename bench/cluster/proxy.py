@@ -7,6 +7,7 @@ import asyncio
 import bisect
 import contextlib
 import json
+import ssl
 import subprocess
 import sys
 from collections import Counter
@@ -20,7 +21,7 @@ from aiohttp import web
 from tests.kit.wait import wait_for
 from yarl import URL
 
-from .client import Credentials
+from .client import configuration, ssl_context
 from .common import (
     REPO,
     WRITES,
@@ -77,9 +78,9 @@ def request_kind(method: str, path: str, query: Mapping[str, str]) -> tuple[str,
 class CountingProxy:
     """Forwards everything to the API server, streaming; keeps (time, method, verb, resource, status, path)."""
 
-    def __init__(self, credentials: Credentials) -> None:
-        self.upstream = credentials.server
-        self.ssl = credentials.ssl_context()
+    def __init__(self, upstream: str, context: ssl.SSLContext) -> None:
+        self.upstream = upstream
+        self.ssl = context
         self.records: list[list[Any]] = []
         self.session: aiohttp.ClientSession | None = None
 
@@ -140,8 +141,13 @@ def proxy_main(argv: list[str]) -> int:
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
+
+    async def serve() -> None:
+        config = await configuration(args.kubeconfig)
+        await CountingProxy(str(config.host), ssl_context(config)).serve(args.port)
+
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(CountingProxy(Credentials.from_kubeconfig(args.kubeconfig)).serve(args.port))
+        asyncio.run(serve())
     return 0
 
 

@@ -234,6 +234,17 @@ def test_operator_pods_are_restricted_and_highly_available(helm: Helm) -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert "checksum/webhook-tls" in spec["template"]["metadata"]["annotations"]
     assert not re.search(r":latest$", container["image"])
+    # a stopping replica keeps answering admissions until the Service no longer routes them to it (a preStop
+    # sleep, from Kubernetes 1.30; older clusters have no such handler and get none)
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+
+    def container_of(values: dict[str, Any], kube_version: str = chart.KUBE_VERSION) -> dict[str, Any]:
+        (rendered,) = of_kind(helm.template(values, kube_version=kube_version), "Deployment")
+        found: dict[str, Any] = rendered["spec"]["template"]["spec"]["containers"][0]
+        return found
+
+    assert "lifecycle" not in container_of({}, kube_version="1.29.4")
+    assert "lifecycle" not in container_of({"shutdownDelaySeconds": 0})
 
 
 def test_hook_and_test_pods_are_never_behind_the_operators_services(helm: Helm) -> None:

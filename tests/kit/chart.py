@@ -102,8 +102,10 @@ class Helm:
             raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
         return result
 
-    def template(self, values: dict[str, Any], *, release: str = "r", namespace: str = "ops") -> list[dict[str, Any]]:
-        """The chart rendered offline (no lookup: the certificate is made anew)."""
+    def template(
+        self, values: dict[str, Any], *, release: str = "r", namespace: str = "ops", kube_version: str = KUBE_VERSION
+    ) -> list[dict[str, Any]]:
+        """The chart rendered offline (no lookup: the certificate is made anew) for a cluster of ``kube_version``."""
         out = subprocess.run(
             [
                 self.binary,
@@ -112,7 +114,7 @@ class Helm:
                 str(CHART),
                 "-n",
                 namespace,
-                f"--kube-version={KUBE_VERSION}",
+                f"--kube-version={kube_version}",
                 "--include-crds",
                 "-f",
                 "-",

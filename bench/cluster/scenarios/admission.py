@@ -123,8 +123,7 @@ async def answering(bench: Bench, world: Population, port: int) -> None:
 
 async def webhook_calls(bench: Bench) -> dict[str, dict[float, float]]:
     """apiserver_admission_webhook_admission_duration_seconds of our webhooks: cumulative buckets by name."""
-    async with bench.api.session.get(bench.api.server + "/metrics") as response:
-        text = await response.text()
+    text = await bench.api.text("/metrics")
     found: dict[str, dict[float, float]] = {}
     prefix = "apiserver_admission_webhook_admission_duration_seconds_bucket{"
     for line in text.splitlines():
@@ -208,7 +207,8 @@ async def _probe(
         samples[what].append(now() - started)
 
     async def keyed() -> None:  # a Job admitted without its key means the webhook failed open: not a sample
-        created = await bench.api.call("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs?dryRun=All", job)
+        jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+        created = await bench.api.call("POST", jobs, job, query={"dryRun": "All"})
         if "appschedule.dev/idempotency-key" not in ((created or {}).get("metadata") or {}).get("annotations", {}):
             raise BenchError("the Job was admitted without its key")
 

@@ -124,8 +124,7 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
 
 async def write_counts(bench: Bench) -> dict[str, float]:
     """Writes to jobs, cronjobs and pods the API server has served, by resource (apiserver_request_total)."""
-    async with bench.api.session.get(bench.api.server + "/metrics") as response:
-        text = await response.text()
+    text = await bench.api.text("/metrics")
     found: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith("apiserver_request_total{"):

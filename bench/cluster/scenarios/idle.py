@@ -7,6 +7,8 @@ import os
 import subprocess
 from typing import TYPE_CHECKING
 
+import psutil
+
 from ..common import (
     SETTLE,
     TARGET_REQUESTS_PER_MINUTE,
@@ -16,7 +18,7 @@ from ..common import (
     now,
     ratio,
 )
-from ..processes import BARE_KOPF, IMPORT_ONLY, Process, _proc_status_kib
+from ..processes import BARE_KOPF, IMPORT_ONLY, Process
 from ..proxy import summary
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ async def idle(bench: Bench, world: Population, duration: float) -> Json:
         "cpu_seconds": cpu_end - cpu_start,
         "cpu_seconds_per_minute": (cpu_end - cpu_start) / minutes,
         "rss_kib": rss,
+        "pss_kib": operator.pss_kib(),
         "rss_peak_in_window_kib": max(peak, rss),
         "rss_high_water_kib": operator.peak_kib(),
     }
@@ -69,6 +72,11 @@ def idle_line(bench: Bench, n: int, idle: Json, bare: Json | None) -> str:
             f"   RSS vs bare kopf {bare['rss_kib'] / 1024:.1f} MiB: ratio {ratio(idle['rss_kib'], bare['rss_kib'])}"
             f" ({extra:.0f} KiB/AppSchedule above it)"
         )
+        if "pss_kib" in bare:
+            line += (
+                f"   PSS {idle['pss_kib'] / 1024:.1f} MiB vs bare kopf {bare['pss_kib'] / 1024:.1f} MiB: "
+                f"ratio {ratio(idle['pss_kib'], bare['pss_kib'])}"
+            )
     if n >= 1000:
         line += f"   RSS target {TARGET_RSS_MIB:.0f} MiB: ratio {ratio(rss_mib, TARGET_RSS_MIB)}"
     return line
@@ -103,7 +111,12 @@ async def bare_kopf(bench: Bench, world: Population) -> Json:
             current = bare.cpu_seconds()
             quiet = quiet + 1 if current - previous < 0.02 else 0
             previous = current
-        return {"watches_ready_seconds": ready, "rss_kib": bare.rss_kib(), "cpu_seconds": bare.cpu_seconds()}
+        return {
+            "watches_ready_seconds": ready,
+            "rss_kib": bare.rss_kib(),
+            "pss_kib": bare.pss_kib(),
+            "cpu_seconds": bare.cpu_seconds(),
+        }
     finally:
         bare.stop()
 
@@ -119,7 +132,7 @@ async def import_only(bench: Bench) -> Json:
     try:
         assert process.stdout is not None
         await asyncio.to_thread(process.stdout.readline)
-        return {"rss_kib": _proc_status_kib(process.pid, "VmRSS")}
+        return {"rss_kib": psutil.Process(process.pid).memory_info().rss // 1024}
     finally:
         process.kill()
         process.wait()
