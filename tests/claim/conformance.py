@@ -13,11 +13,19 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from appschedule_claim import TABLE, Run, create_table, finish, release, take
+from appschedule_claim import TABLE, Run, create_table, driver_connection, finish, release, take
 from tests.kit.wait import wait_for
 
 SUITE = json.loads((Path(__file__).resolve().parents[2] / "libs" / "conformance" / "claim.json").read_text())
-Connect = Callable[[], Any]  # a new connection to the database under test, its table empty
+Connect = Callable[[], Any]  # a new connection to the database under test (or an SQLAlchemy Engine of it)
+
+
+def close(connection: Any) -> None:
+    """A DB-API connection closed, an SQLAlchemy Engine's pool disposed of."""
+    if hasattr(connection, "dispose"):
+        connection.dispose()
+    else:
+        connection.close()
 
 
 def run_of(owner: str, deadline: int) -> Run:
@@ -36,11 +44,14 @@ def expired(connect: Connect) -> bool:
     """Whether the database's own clock is past the claim's deadline (a wait on the database, not the host)."""
     connection = connect()
     try:
-        cursor = connection.cursor()
-        cursor.execute(f"SELECT COUNT(*) FROM {TABLE} WHERE expires_at < {_now(connection)}")
-        return bool(cursor.fetchone()[0])
+        with driver_connection(connection) as driver:
+            cursor = driver.cursor()
+            cursor.execute(f"SELECT COUNT(*) FROM {TABLE} WHERE expires_at < {_now(driver)}")
+            found = bool(cursor.fetchone()[0])
+            driver.commit()  # a pooled connection goes back with no transaction open
+            return found
     finally:
-        connection.close()
+        close(connection)
 
 
 def _now(connection: Any) -> str:
@@ -66,7 +77,7 @@ def race(connect: Connect, count: int, deadline: int) -> Counter[str]:
         except BaseException as error:  # a racer's failure fails the scenario
             errors.append(error)
         finally:
-            connection.close()
+            close(connection)
 
     threads = [threading.Thread(target=claimer, args=(i,)) for i in range(count)]
     for thread in threads:
@@ -104,4 +115,4 @@ def play(scenario: dict[str, Any], connect: Connect) -> None:
                 else:
                     raise AssertionError(f"{scenario['name']}: a step of no known kind: {step}")
     finally:
-        connection.close()
+        close(connection)

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
+import sqlalchemy.orm
+from sqlalchemy.pool import NullPool
 
 from appschedule_claim import ClaimError, claim, create_table, run_from_env, take
 from appschedule_claim.__main__ import main
@@ -21,6 +24,28 @@ def test_scenario(scenario: dict[str, Any], tmp_path: Path) -> None:
         pytest.skip(scenario["server_only"])
     path = tmp_path / "app.db"
     play(scenario, lambda: sqlite3.connect(path, timeout=60, check_same_thread=False))
+
+
+@pytest.mark.parametrize("scenario", SUITE["scenarios"], ids=[s["name"] for s in SUITE["scenarios"]])
+def test_scenario_through_sqlalchemy(scenario: dict[str, Any], tmp_path: Path) -> None:
+    if "server_only" in scenario:
+        pytest.skip(scenario["server_only"])
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    play(scenario, lambda: sqlalchemy.create_engine(url, poolclass=NullPool, connect_args={"timeout": 60}))
+
+
+def test_an_sqlalchemy_connection_claims_on_its_own_driver_connection(tmp_path: Path) -> None:
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'app.db'}")
+    with engine.connect() as connection:
+        with claim(connection, run_of("job-a", 3600), create=True, report=False) as first:
+            assert first.won
+        with claim(connection, run_of("job-b", 3600), report=False) as second:
+            assert not second.won
+        rows = connection.exec_driver_sql("SELECT claimed_by, finished_at IS NOT NULL FROM appschedule_claims")
+        assert [tuple(row) for row in rows] == [("job-a", 1)]
+    with pytest.raises(ClaimError, match="not one the claim takes"):
+        take(sqlalchemy.orm.Session(engine), run_of("job-c", 60))
+    engine.dispose()
 
 
 @pytest.mark.parametrize("case", SUITE["errors"], ids=[c["name"] for c in SUITE["errors"]])

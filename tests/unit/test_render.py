@@ -163,11 +163,19 @@ def test_env_merge_order(appschedule: dict[str, Any], deployment: dict[str, Any]
         "APPSCHEDULE_SCHEDULE",
         "APPSCHEDULE_TIME_ZONE",
         "APPSCHEDULE_JOB_NAME",
+        "APPSCHEDULE_ACTIVE_DEADLINE_SECONDS",
     ]
     values = {v["name"]: v.get("value") for v in env}
     assert values["NODE_ENV"] == "task" and values["X"] == "t" and values["APPSCHEDULE_TASK"] == "sync-inventory"
     assert values["APPSCHEDULE_SCHEDULE"] == "*/5 * * * *" and values["APPSCHEDULE_TIME_ZONE"] == "Europe/Berlin"
-    assert env[-1]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
+    assert env[-2]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
+    # the claim libraries take over a claim left unfinished past the run's deadline: the Job's own
+    assert values["APPSCHEDULE_ACTIVE_DEADLINE_SECONDS"] == str(
+        cronjob["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"]
+    )
+    appschedule["spec"]["tasks"][2]["activeDeadlineSeconds"] = 90
+    rendered = container_of(render(appschedule, deployment).cronjobs["sync-inventory"])["env"]
+    assert {v["name"]: v.get("value") for v in rendered}["APPSCHEDULE_ACTIVE_DEADLINE_SECONDS"] == "90"
 
 
 def test_a_bad_task_is_reported_and_the_others_render(appschedule: dict[str, Any], deployment: dict[str, Any]) -> None:

@@ -19,7 +19,9 @@ once it is older than the task's ``activeDeadlineSeconds`` (the run was stopped 
 several racing takes it. Every time is the database's (``CURRENT_TIMESTAMP``): the app host's clock decides
 nothing.
 
-Connections: DB-API 2.0 (sqlite3, psycopg 3, psycopg2, PyMySQL, mysqlclient), recognised by their module.
+Connections: DB-API 2.0 (sqlite3, psycopg 3, psycopg2, PyMySQL, mysqlclient), recognised by their module, and
+SQLAlchemy's: an ``Engine`` (the claim borrows a connection of its pool and gives it back) or a ``Connection``
+(the claim runs on its driver's connection and commits there: pass the Engine unless that is what you want).
 The outcome is written to the container's termination message (``/dev/termination-log``), where the
 operator reads it.
 """
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["TABLE", "Claim", "ClaimError", "Run", "claim", "create_table", "run_from_env"]
+__all__ = ["TABLE", "Claim", "ClaimError", "Run", "claim", "create_table", "driver_connection", "run_from_env"]
 
 TABLE = "appschedule_claims"
 DEFAULT_DEADLINE = 3600  # the operator's default activeDeadlineSeconds
@@ -123,6 +125,31 @@ _NOW = {"postgresql": "CURRENT_TIMESTAMP", "mysql": "CURRENT_TIMESTAMP(6)",
         "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now')"}  # fmt: skip
 
 
+@contextlib.contextmanager
+def driver_connection(connection: Any) -> Iterator[Any]:
+    """The DB-API connection the claim's statements run on: ``connection`` itself, or SQLAlchemy's driver
+    connection (of an Engine: borrowed from its pool for the block, then given back; of a Connection: its own)."""
+    if not type(connection).__module__.startswith("sqlalchemy"):
+        yield connection
+        return
+    if hasattr(connection, "raw_connection"):  # an Engine
+        pooled = connection.raw_connection()
+        try:
+            yield _unwrapped(pooled)
+        finally:
+            pooled.close()
+        return
+    if type(connection).__name__ != "Connection":  # a Session, a Result...
+        raise ClaimError(f"a {type(connection).__name__} of SQLAlchemy is not one the claim takes (an Engine or "
+                         "a Connection)")  # fmt: skip
+    yield _unwrapped(connection.connection)  # the pool's proxy of the Connection's driver connection
+
+
+def _unwrapped(pooled: Any) -> Any:
+    """The driver's connection in SQLAlchemy's pool proxy (``dbapi_connection`` from 1.4.24, ``connection`` before)."""
+    return getattr(pooled, "dbapi_connection", None) or pooled.connection
+
+
 def dialect_of(connection: Any) -> Dialect:
     """The dialect of a DB-API connection, by the module of its class."""
     module = type(connection).__module__.split(".")[0]
@@ -138,6 +165,11 @@ def dialect_of(connection: Any) -> Dialect:
 
 def create_table(connection: Any) -> None:
     """Create ``appschedule_claims`` unless it is there (its shape is checked at every claim)."""
+    with driver_connection(connection) as driver:
+        _create_table(driver)
+
+
+def _create_table(connection: Any) -> None:
     d = dialect_of(connection)
     _execute(connection, f"""CREATE TABLE IF NOT EXISTS {TABLE} (
         task VARCHAR(63) NOT NULL,
@@ -166,6 +198,11 @@ class Claim:
 def take(connection: Any, run: Run) -> Claim:
     """Claim ``run``: insert its row, else take over a row its own Job left or one past its deadline, else
     lose. Each statement commits on its own, so racing claims serialize on the row."""
+    with driver_connection(connection) as driver:
+        return _take(driver, run)
+
+
+def _take(connection: Any, run: Run) -> Claim:
     d = dialect_of(connection)
     p = d.placeholder
     now, later = _NOW[d.name], d.later.format(p=p)
@@ -191,6 +228,11 @@ def take(connection: Any, run: Run) -> Claim:
 
 def finish(connection: Any, run: Run) -> None:
     """The run did its work: the fire is done for good."""
+    with driver_connection(connection) as driver:
+        _finish(driver, run)
+
+
+def _finish(connection: Any, run: Run) -> None:
     d = dialect_of(connection)
     p = d.placeholder
     _execute(connection, f"UPDATE {TABLE} SET finished_at = {_NOW[d.name]} "
@@ -201,6 +243,11 @@ def finish(connection: Any, run: Run) -> None:
 
 def release(connection: Any, run: Run) -> None:
     """The run failed: its row goes, so the Job's next attempt or a re-run claims the fire again."""
+    with driver_connection(connection) as driver:
+        _release(driver, run)
+
+
+def _release(connection: Any, run: Run) -> None:
     p = dialect_of(connection).placeholder
     _execute(connection, f"DELETE FROM {TABLE} WHERE task = {p} AND scheduled_for = {p} AND claimed_by = {p} "
              "AND finished_at IS NULL", (run.task, run.scheduled_time, run.owner))  # fmt: skip
@@ -213,18 +260,19 @@ def claim(connection: Any, run: Run | None = None, *, create: bool = False, repo
     ``won``. Leaving the block marks the run finished; an exception releases the claim and goes on. ``create``:
     create the table first. ``report``: write the outcome to the termination message."""
     run = run or run_from_env()
-    if create:
-        create_table(connection)
-    claimed = take(connection, run)
+    with driver_connection(connection) as driver:
+        if create:
+            _create_table(driver)
+        claimed = _take(driver, run)
     if report:
         report_outcome(claimed)
     try:
         yield claimed
     except BaseException:
         if claimed.won:
-            with contextlib.suppress(Exception):
-                connection.rollback()
-                release(connection, run)
+            with contextlib.suppress(Exception), driver_connection(connection) as driver:
+                driver.rollback()
+                _release(driver, run)
         raise
     if claimed.won:
         finish(connection, run)

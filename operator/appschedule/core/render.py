@@ -195,7 +195,9 @@ def _merge_env(base: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[
     return list(merged.values())
 
 
-def _static_env(appschedule: str, namespace: str | None, task: Task, time_zone: str) -> list[dict[str, Any]]:
+def _static_env(
+    appschedule: str, namespace: str | None, task: Task, time_zone: str, deadline: int | None
+) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": "APPSCHEDULE_NAME", "value": appschedule},
         {"name": "APPSCHEDULE_NAMESPACE", "value": namespace or ""},
@@ -207,6 +209,8 @@ def _static_env(appschedule: str, namespace: str | None, task: Task, time_zone: 
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{naming.JOB_NAME_LABEL}']"}},
         },
     ]
+    if deadline is not None:  # the claim libraries take over a claim left unfinished past it, never sooner
+        env.append({"name": "APPSCHEDULE_ACTIVE_DEADLINE_SECONDS", "value": str(deadline)})
     if namespace is None:
         env[1] = {"name": "APPSCHEDULE_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
     return env
@@ -343,7 +347,7 @@ def _cronjob(
     if task.args:
         run["args"] = list(task.args)
     run["env"] = _merge_env(list(container.get("env") or []), env_added) + _static_env(
-        name, namespace, task, settings["timeZone"]
+        name, namespace, task, settings["timeZone"], settings["activeDeadlineSeconds"]
     )
     for key in ("envFrom", "volumeMounts", "securityContext", "workingDir"):
         if key in container:
