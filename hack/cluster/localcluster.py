@@ -68,6 +68,11 @@ HOST = "127.0.0.1"
 # APPSCHEDULE_PORT_OFFSET moves every port, so a second cluster (with its own APPSCHEDULE_CLUSTER_DIR) can run
 # beside the default one, e.g. the cluster benchmark's at offset 1000.
 PORT_OFFSET = int(os.environ.get("APPSCHEDULE_PORT_OFFSET", "0"))
+# Every port, at every offset used (up to PORT_OFFSET_MAX), stays below Linux's ephemeral range (32768 on): a
+# port in it can be the local end of any outgoing connection (an API server's to etcd), and a component then
+# fails to bind it ("address already in use": the kwok start that failed once in a while).
+EPHEMERAL_PORTS_FROM = 32768
+PORT_OFFSET_MAX = 4000
 SERVICE_CIDR = "10.0.0.0/24"
 NODE_NAME = "kwok-node-0"
 
@@ -606,29 +611,29 @@ def _healthz(port: str) -> Callable[[LocalCluster], bool]:
 TABLE = {
     c.name: c
     for c in [
-        Component("etcd", {"etcd": 32379, "etcd-peer": 32380}, _etcd, "etcd to listen", _listening("etcd")),
+        Component("etcd", {"etcd": 16379, "etcd-peer": 16380}, _etcd, "etcd to listen", _listening("etcd")),
         Component(
             "kube-apiserver",
-            {"kube-apiserver": 36443},
+            {"kube-apiserver": 20443},
             _kube_apiserver,
             "the API server to be ready",
             lambda cluster: cluster.get("/readyz")[0] == 200,
         ),
         Component(
             "kube-controller-manager",
-            {"kube-controller-manager": 36257},
+            {"kube-controller-manager": 20257},
             _kube_controller_manager,
             "kube-controller-manager to be healthy",
             _healthz("kube-controller-manager"),
         ),
         Component(
             "kube-scheduler",
-            {"kube-scheduler": 36259},
+            {"kube-scheduler": 20259},
             _kube_scheduler,
             "kube-scheduler to be healthy",
             _healthz("kube-scheduler"),
         ),
-        Component("kwok", {"kwok": 36280}, _kwok, "kwok to serve", _listening("kwok")),
+        Component("kwok", {"kwok": 20280}, _kwok, "kwok to serve", _listening("kwok")),
         # the real node's (REAL_NODE=1), in realnode.COMPONENTS' order
         Component(
             "containerd",
@@ -640,14 +645,14 @@ TABLE = {
         Component("coredns", {}, _node("coredns"), "CoreDNS to serve", lambda _: realnode.dns_ready()),
         Component(
             "kube-proxy",
-            {"kube-proxy-healthz": 36256, "kube-proxy-metrics": 36249},
+            {"kube-proxy-healthz": 20256, "kube-proxy-metrics": 20249},
             _node("kube-proxy"),
             "kube-proxy to serve",
             _listening("kube-proxy-healthz"),
         ),
         Component(
             "kubelet",
-            {"kubelet": 36250, "kubelet-healthz": 36248},
+            {"kubelet": 20250, "kubelet-healthz": 20248},
             _node("kubelet"),
             "the kubelet to be healthy",
             _listening("kubelet-healthz"),
@@ -655,6 +660,8 @@ TABLE = {
     ]
 }
 PORTS = {name: port + PORT_OFFSET for c in TABLE.values() for name, port in c.ports.items()}
+if not 0 <= PORT_OFFSET <= PORT_OFFSET_MAX:
+    raise SystemExit(f"APPSCHEDULE_PORT_OFFSET={PORT_OFFSET}: from 0 to {PORT_OFFSET_MAX} (ports below 32768)")
 CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
 COMPONENTS = [*CONTROL_PLANE, "kwok"]
 # REAL_NODE=1 at `up`: a real node (realnode.py) instead of kwok's fake one; the state directory remembers it

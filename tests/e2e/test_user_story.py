@@ -61,9 +61,9 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
         else:  # no node can run the image: its pod waits, and the operator runs here (see conftest)
             values |= {
                 "nodeSelector": {"appschedule.dev/test": "no-such-node"},
-                "webhook": {"port": 36401},
-                "metrics": {"port": 36402},
-                "liveness": {"port": 36403},
+                "webhook": {"port": 20401},
+                "metrics": {"port": 20402},
+                "liveness": {"port": 20403},
             }
         crd = kubectl("get", "crd", "appschedules.appschedule.dev", "-o", "json", check=False)
         if crd.returncode == 0:

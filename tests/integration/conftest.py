@@ -117,19 +117,19 @@ class OperatorProcess(Operator):
     """The operator as the integration tests run it (the kit's launcher): resyncs every 3 s, JSON logs,
     the liveness endpoint on ``liveness_port``, plus ``extra`` arguments."""
 
-    def __init__(self, kubeconfig: Path, log: Path, *extra: str, liveness_port: int = 36290) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, *extra: str, liveness_port: int = 20290) -> None:
         self.liveness = f"http://127.0.0.1:{liveness_port}/healthz"
         args = ["run", "--resync-seconds", "3", "--full-resync-every", "1", "--log-format", "json"]
         super().__init__([*args, "--liveness", self.liveness, *extra], log=log, kubeconfig=kubeconfig)
 
 
 _operator: OperatorProcess | None = None
-METRICS_PORT = 36292
-PROMETHEUS_PORT = 36297
+METRICS_PORT = 20292
+PROMETHEUS_PORT = 20297
 RELEASE_NAMESPACE = "ops"  # the namespace the chart's rules say the operator runs in (its `up` series carry it)
 SESSION_WEBHOOKS = (
     "--webhook-port",
-    "36291",
+    "20291",
     "--webhooks",
     "keys",
     "--webhook-config-name",

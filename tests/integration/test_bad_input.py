@@ -47,7 +47,7 @@ def _appschedule(namespace: str, name: str, tasks: list[dict[str, Any]]) -> dict
 
 @pytest.fixture
 def validating(cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient) -> Iterator[OperatorProcess]:
-    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 36297)
+    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 20297)
 
 
 def test_every_bad_appschedule_is_refused_at_create_naming_the_field(

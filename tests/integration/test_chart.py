@@ -337,9 +337,9 @@ def test_install_operate_upgrade_uninstall_as_the_chart_serviceaccount(
         yaml.safe_dump(
             {
                 **NO_NODE,
-                "webhook": {"port": 36301, "timeoutSeconds": 8},
-                "metrics": {"port": 36302},
-                "liveness": {"port": 36303},
+                "webhook": {"port": 20301, "timeoutSeconds": 8},
+                "metrics": {"port": 20302},
+                "liveness": {"port": 20303},
             }
         )
     )
@@ -476,9 +476,9 @@ def test_watch_namespaces_confines_the_operator(
         **NO_NODE,
         "crds": {"enabled": False},
         "watchNamespaces": [watched],
-        "webhook": {"port": 36311, "timeoutSeconds": 8},
-        "metrics": {"port": 36312},
-        "liveness": {"port": 36313},
+        "webhook": {"port": 20311, "timeoutSeconds": 8},
+        "metrics": {"port": 20312},
+        "liveness": {"port": 20313},
     }
     helm(
         "install",

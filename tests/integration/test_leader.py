@@ -73,8 +73,8 @@ def test_one_leader_the_standby_writes_nothing_and_takeover_is_within_the_lease(
     replicas: Replicas, api: client.ApiClient, namespace: str
 ) -> None:
     world = Namespaced(api, namespace)
-    a = replicas.start("a", 36310)
-    b = replicas.start("b", 36311)
+    a = replicas.start("a", 20310)
+    b = replicas.start("b", 20311)
     world.deployment()
     world.appschedule("shop", [task("report")])
     first = wait_for(replicas.leader, timeout=30, what="one replica to lead")
@@ -100,7 +100,7 @@ def test_one_leader_the_standby_writes_nothing_and_takeover_is_within_the_lease(
 
     # SIGTERM: the leader stops its workers and releases the Lease; a new standby takes it at once
     second = standby
-    third = replicas.start("c", 36312)
+    third = replicas.start("c", 20312)
     mark = third.size()
     second.stop()
     stopped = time.monotonic()

@@ -208,7 +208,7 @@ def keying_operator(
     cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient
 ) -> Iterator[OperatorProcess]:
     """Jobs get their key and the ledger's finalizer while the session's operator, and its ledger, are down."""
-    yield from webhook_only_operator(cluster, api, tmp_path / "keying.log", "keys", 36295)
+    yield from webhook_only_operator(cluster, api, tmp_path / "keying.log", "keys", 20295)
 
 
 def test_runs_deleted_by_a_history_limit_while_the_ledger_is_down_are_still_recorded(
@@ -286,7 +286,7 @@ def test_a_backlog_made_while_the_ledger_is_down_is_counted_in_one_status_write(
 def validating_operator(
     cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient
 ) -> Iterator[OperatorProcess]:
-    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 36293)
+    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 20293)
 
 
 def _configured(admission: client.AdmissionregistrationV1Api, name: str, *, mutating: bool = False) -> bool:

@@ -29,7 +29,7 @@ from .test_operator import Namespaced
 
 @pytest.fixture
 def validating(cluster: ClusterUnderTest, crd: str, tmp_path: Path, api: client.ApiClient) -> Iterator[OperatorProcess]:
-    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 36321)
+    yield from webhook_only_operator(cluster, api, tmp_path / "validating.log", "validation", 20321)
 
 
 def _schedule(namespace: str, deployment: str = "web", command: str = "report.js") -> str:
@@ -159,7 +159,7 @@ def test_readiness_is_the_webhook_server_answering_over_tls(validating: Operator
     with its certificate, so the Service sends admission requests only to replicas that can take them."""
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # as the kubelet probes: no verification
-    with urllib.request.urlopen("https://127.0.0.1:36321/readyz", timeout=10, context=context) as response:
+    with urllib.request.urlopen("https://127.0.0.1:20321/readyz", timeout=10, context=context) as response:
         assert response.status == 200 and json.loads(response.read()) == {"ready": True}
-    with socket.create_connection(("127.0.0.1", 36321), timeout=10) as raw, context.wrap_socket(raw) as tls:
+    with socket.create_connection(("127.0.0.1", 20321), timeout=10) as raw, context.wrap_socket(raw) as tls:
         assert tls.getpeercert(binary_form=True)  # the handshake shows the webhook's certificate

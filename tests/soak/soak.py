@@ -79,10 +79,10 @@ if localcluster.STATE == CACHE / "cluster" or localcluster.PORT_OFFSET == 0:
 
 GROUP, VERSION, PLURAL, FINALIZER = naming.GROUP, naming.VERSION, naming.PLURAL, naming.LEDGER_FINALIZER
 _SHIFT = int(os.environ["APPSCHEDULE_PORT_OFFSET"]) - 2000  # a second soak beside the first: another offset
-WEBHOOK_PORT = 36501 + _SHIFT  # both replicas listen on it (SO_REUSEPORT)
+WEBHOOK_PORT = 20501 + _SHIFT  # both replicas listen on it (SO_REUSEPORT)
 PORTS = {
-    "a": {"metrics": 36502 + _SHIFT, "liveness": 36503 + _SHIFT},
-    "b": {"metrics": 36504 + _SHIFT, "liveness": 36505 + _SHIFT},
+    "a": {"metrics": 20502 + _SHIFT, "liveness": 20503 + _SHIFT},
+    "b": {"metrics": 20504 + _SHIFT, "liveness": 20505 + _SHIFT},
 }
 LEASE = "appschedule-soak"
 KILL_GRACE = 1.0  # a request answered this long after a kill was reaped may still have been in flight to it

@@ -56,7 +56,7 @@ def test_the_soak_never_runs_on_the_test_cluster() -> None:
 
 
 def test_every_component_is_one_entry_of_the_table_with_its_own_ports() -> None:
-    """Ports, command and readiness of each component in one place; the ports as they always were."""
+    """Ports, command and readiness of each component in one place; the ports below the ephemeral range."""
     assert set(localcluster.COMPONENTS) | set(localcluster.REAL_NODE_COMPONENTS) == set(localcluster.TABLE)
     assert list(localcluster.TABLE)[: len(localcluster.COMPONENTS)] == localcluster.COMPONENTS  # the start order
     owned = [name for component in localcluster.TABLE.values() for name in component.ports]
@@ -64,10 +64,14 @@ def test_every_component_is_one_entry_of_the_table_with_its_own_ports() -> None:
     assert {
         name: port + localcluster.PORT_OFFSET
         for name, port in {
-            "etcd": 32379, "etcd-peer": 32380, "kube-apiserver": 36443, "kube-controller-manager": 36257,
-            "kube-scheduler": 36259, "kwok": 36280, "kubelet": 36250, "kubelet-healthz": 36248,
-            "kube-proxy-healthz": 36256, "kube-proxy-metrics": 36249,
+            "etcd": 16379, "etcd-peer": 16380, "kube-apiserver": 20443, "kube-controller-manager": 20257,
+            "kube-scheduler": 20259, "kwok": 20280, "kubelet": 20250, "kubelet-healthz": 20248,
+            "kube-proxy-healthz": 20256, "kube-proxy-metrics": 20249,
         }.items()
     } == localcluster.PORTS  # fmt: skip
     assert len(set(localcluster.PORTS.values())) == len(localcluster.PORTS)
+    # at every offset the repository uses (the bench 1000, the soak 2000 and 3000, the real node 4000), no port
+    # is one an outgoing connection can hold
+    highest = max(port for c in localcluster.TABLE.values() for port in c.ports.values())
+    assert highest + localcluster.PORT_OFFSET_MAX < localcluster.EPHEMERAL_PORTS_FROM
     assert all(component.readiness and callable(component.ready) for component in localcluster.TABLE.values())
