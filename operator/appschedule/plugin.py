@@ -46,7 +46,7 @@ NEXT = 3  # fires shown per task
 RECENT = 10  # last runs a task's health is read from (as the RunsHealthy condition)
 COUNTS = (
     "runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "manual", "reruns", "backfilled",
-    "caughtUp", "unkeyed", "refused"
+    "caughtUp", "unkeyed", "refused", "absorbed", "unclaimed"
 )  # fmt: skip
 BACKFILL_MAX = 100  # fires a backfill may have without --max
 
@@ -85,7 +85,7 @@ def _health(task: Mapping[str, Any]) -> str:
         "missed": sum(1 for r in recent if r.get("state") == "Missed"),
         "failed": sum(1 for r in recent if r.get("state") == "Failed"),
         "lost": sum(1 for r in recent if r.get("state") == "Unknown"),
-        "duplicated": sum(1 for r in recent if int(r.get("duplicates") or 0) > 0),
+        "duplicated": sum(1 for r in recent if _count(r.get("duplicates")) > _count(r.get("absorbed"))),
         "stuck": sum(1 for r in recent if r.get("stuck")),
     }
     said = [f"{count} {what}" for what, count in problems.items() if count]
@@ -112,7 +112,10 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
                 "schedule": task.get("schedule"),
                 "timeZone": task.get("timeZone"),
                 "next": _fires(task, now),
-                "lastRun": {k: last[k] for k in ("scheduledTime", "state", "job", "key") if k in last} or None,
+                "lastRun": {
+                    k: last[k] for k in ("scheduledTime", "state", "job", "key", "claim", "failure") if k in last
+                }
+                or None,
                 "counts": {k: int(counts.get(k) or 0) for k in COUNTS} if counts else None,
                 "health": _health(task) if task else "not tracked yet",
                 "declared": name in declared,
@@ -151,7 +154,9 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"  {task['name']}  {schedule}{where}")
             last = task.get("lastRun")
             if last:
-                lines.append(f"    last run  {last.get('state')}, fire {last.get('scheduledTime')}")
+                why = f" ({last['failure']})" if last.get("failure") else ""
+                claim = f", claim {last['claim']}" if last.get("claim") else ""
+                lines.append(f"    last run  {last.get('state')}{why}, fire {last.get('scheduledTime')}{claim}")
             counts = task.get("counts")
             if counts:
                 shown = ("runs", "missed", "duplicates", "failed", "stuck", "unkeyed")
@@ -159,6 +164,11 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
                 asked = ("manual", "reruns", "backfilled", "caughtUp")
                 if any(counts[k] for k in asked):
                     lines.append("    asked     " + "  ".join(f"{k} {counts[k]}" for k in asked))
+                if counts["absorbed"] or counts["unclaimed"]:
+                    lines.append(  # absorbed: a duplicate that lost its claim did nothing; unclaimed: no library
+                        f"    claims    absorbed {counts['absorbed']} of {counts['duplicates']} duplicates  "
+                        f"runs that claimed nothing {counts['unclaimed']}"
+                    )
                 if counts["refused"]:
                     lines.append(
                         f"    refused   {counts['refused']} Jobs stating a time not the cluster's (Event OddJob)"
@@ -193,9 +203,10 @@ MARKS = {  # one per fire, the first that applies: what went wrong before what w
     "S": "stuck",
     "F": "failed",
     "?": "lost (its Job deleted unseen)",
-    "D": "duplicated",
+    "D": "duplicated (a Job beyond the first did the work, or claimed nothing)",
     "R": "run again (rerun, backfill)",
     "C": "caught up (started by the operator)",
+    "d": "duplicate absorbed (its claim lost: it did nothing)",
     "K": "ran without its key",
     "L": "late",
     "A": "active",
@@ -213,6 +224,10 @@ def _grace(spec: Mapping[str, Any], task: str) -> int:
     return 120
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _mark(run: Mapping[str, Any], grace: int) -> str:
     state, delay = run.get("state"), run.get("delaySeconds")
     late = isinstance(delay, int) and delay > grace
@@ -221,9 +236,10 @@ def _mark(run: Mapping[str, Any], grace: int) -> str:
         "S": bool(run.get("stuck")),
         "F": state == "Failed",
         "?": state == "Unknown",
-        "D": isinstance(run.get("duplicates"), int) and run["duplicates"] > 0,
+        "D": isinstance(run.get("duplicates"), int) and run["duplicates"] > _count(run.get("absorbed")),
         "R": isinstance(run.get("reruns"), int) and run["reruns"] > 0,
         "C": run.get("caughtUp") is True and state != "Failed",
+        "d": isinstance(run.get("duplicates"), int) and run["duplicates"] > 0,
         "K": run.get("keyInjected") is False,
         "L": late,
         "A": state == "Active",
@@ -254,7 +270,17 @@ def history(appschedule: Mapping[str, Any], task: str | None = None) -> dict[str
                 "mark": _mark(r, grace),
                 **{
                     k: r[k]
-                    for k in ("state", "job", "key", "delaySeconds", "duplicates", "reruns", "caughtUp")
+                    for k in (
+                        "state",
+                        "job",
+                        "key",
+                        "delaySeconds",
+                        "failure",
+                        "duplicates",
+                        "absorbed",
+                        "reruns",
+                        "caughtUp",
+                    )
                     if k in r
                 },
             }
@@ -272,6 +298,9 @@ def history_text(found: Mapping[str, Any]) -> str:
         marks = " ".join(f["mark"] for f in fires) or "(none yet)"
         span = f"  {fires[0]['scheduledTime']} .. {fires[-1]['scheduledTime'][11:]}" if fires else ""
         lines.append(f"  {str(task.get('name'))[:20]:<20} {marks:<19}{span}")
+        failed = [f"{f['scheduledTime'][11:16]} {f['failure']}" for f in fires if isinstance(f.get("failure"), str)]
+        if failed:
+            lines.append(f"    failed: {', '.join(failed[-3:])}")
     legend = [f"{mark} {meaning.split(' (')[0]}" for mark, meaning in MARKS.items()]
     lines += ["  " + "  ".join(legend[:5]), "  " + "  ".join(legend[5:])]
     wrapped: list[str] = []

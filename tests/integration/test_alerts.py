@@ -29,6 +29,7 @@ ALERTS = {  # alert -> the counter series it watches
     "AppScheduleRunStuck": f'appschedule_runs_total{{{SELECTOR}, result="stuck"}}',
     "AppScheduleDuplicateRun": f"appschedule_duplicate_runs_total{{{SELECTOR}}}",
 }
+ABSORBED = f"appschedule_duplicate_runs_absorbed_total{{{SELECTOR}}}"  # the operator exports it at 0 with the rest
 
 
 @pytest.fixture(scope="module")
@@ -68,20 +69,23 @@ def test_the_rules_as_rendered_pass_promtool_check(rendered: tuple[dict[str, Any
 def test_each_run_alert_fires_for_its_case_within_the_window_and_resolves_after(
     rendered: tuple[dict[str, Any], str], tmp_path: Path
 ) -> None:
-    """One run missed (failed, stuck, duplicated) at minute 16: its alert fires at once (no `for`), carries
-    the task's labels and says how many; it is silent before, and again once the window has passed."""
+    """One run missed (failed, stuck, duplicated) at minute 16: its alert fires (missed, failed, stuck at once;
+    a duplicate once no claim has absorbed it for the chart's `duplicateRunFor`, 10m), carries the task's labels
+    and says how many; it is silent before, and again once the window has passed. A duplicate the claim absorbed
+    (it lost its claim: it did nothing) never fires."""
     spec, _ = rendered
     tests = []
     for alert, series in ALERTS.items():
         labels = {**SHOP, "severity": "warning"}
+        firing = "28m" if alert == "AppScheduleDuplicateRun" else "20m"
         tests.append(
             {
                 "interval": "1m",
-                "input_series": [{"series": series, "values": "0x15 1x30"}],
+                "input_series": [{"series": series, "values": "0x15 1x30"}, {"series": ABSORBED, "values": "0x45"}],
                 "alert_rule_test": [
                     {"eval_time": "10m", "alertname": alert, "exp_alerts": []},
                     {
-                        "eval_time": "20m",
+                        "eval_time": firing,
                         "alertname": alert,
                         "exp_alerts": [{"exp_labels": labels, "exp_annotations": expanded(spec, alert, SHOP, "1")}],
                     },
@@ -89,6 +93,26 @@ def test_each_run_alert_fires_for_its_case_within_the_window_and_resolves_after(
                 ],
             }
         )
+    duplicate = ALERTS["AppScheduleDuplicateRun"]
+    tests.append(
+        {
+            "name": "a duplicate the claim absorbed",
+            "interval": "1m",
+            "input_series": [{"series": duplicate, "values": "0x15 1x30"}, {"series": ABSORBED, "values": "0x18 1x27"}],
+            "alert_rule_test": [
+                {"eval_time": f"{minute}m", "alertname": "AppScheduleDuplicateRun", "exp_alerts": []}
+                for minute in (20, 26, 28, 30, 40)
+            ],
+        }
+    )
+    tests.append(
+        {
+            "name": "a duplicate still running is not yet said to have done the work",
+            "interval": "1m",
+            "input_series": [{"series": duplicate, "values": "0x15 1x30"}, {"series": ABSORBED, "values": "0x45"}],
+            "alert_rule_test": [{"eval_time": "20m", "alertname": "AppScheduleDuplicateRun", "exp_alerts": []}],
+        }
+    )
     run_promtool_tests(tmp_path, spec, tests)
 
 
@@ -108,7 +132,7 @@ def test_no_alert_for_a_healthy_task_a_new_task_an_operator_restart_or_a_deleted
     tests = []
     for case, values in cases.items():
         series = [{"series": f'appschedule_runs_total{{{SELECTOR}, result="started"}}', "values": values["started"]}]
-        series += [{"series": s, "values": values["problems"]} for s in ALERTS.values()]
+        series += [{"series": s, "values": values["problems"]} for s in [*ALERTS.values(), ABSORBED]]
         checks = [
             {"eval_time": f"{minute}m", "alertname": alert, "exp_alerts": []}
             for alert in ALERTS

@@ -25,7 +25,7 @@ from kubernetes import client, watch
 from appschedule.core import naming
 from appschedule.core.ledger import SETTLE_SLACK
 from tests.kit import prometheus
-from tests.kit.chart import OUTCOME
+from tests.kit.chart import CLAIM, OUTCOME
 from tests.kit.prometheus import Prometheus
 from tests.kit.wait import seconds_to_next_minute, wait_for
 
@@ -78,19 +78,21 @@ def wait_for_boundary(margin: float = 8) -> float:
 
 
 def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubectl: Kubectl) -> None:
-    """One boundary for: a run with its key in its pod's env, a manual re-run that gets the same key and
-    counts as a duplicate, a failing run, a run stopped by activeDeadlineSeconds (stuck) and a
-    suspended task (skipped, not missed)."""
+    """One boundary for: a run with its key in its pod's env that wins its claim, a manual re-run that gets the
+    same key, counts as a duplicate and loses its claim (absorbed: it did nothing), a failing run (exit 1), one
+    killed by the OOM killer, a run stopped by activeDeadlineSeconds (stuck) and a suspended task (skipped, not
+    missed). The pods are kwok's (stages.yaml): their termination message is the claim libraries' line."""
     world.deployment()
     boundary = wait_for_boundary()
     tasks = [
-        task("ok", "* * * * *"),
+        task("ok", "* * * * *", podAnnotations={CLAIM: "won"}),
         task("boom", "* * * * *", podAnnotations={OUTCOME: "fail"}),
+        task("oom", "* * * * *", podAnnotations={OUTCOME: "oom"}),
         task("hang", "* * * * *", activeDeadlineSeconds=5, podAnnotations={OUTCOME: "hang"}),
         task("paused", "* * * * *", suspend=True),
     ]
     world.appschedule("shop", tasks)
-    wait_for(lambda: len(world.cronjobs()) == 4, timeout=30, what="4 CronJobs")
+    wait_for(lambda: len(world.cronjobs()) == 5, timeout=30, what="5 CronJobs")
     fire = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(boundary))
     key = f"ok@{fire}"
 
@@ -102,13 +104,22 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubect
     assert env_of(run)["APPSCHEDULE_SCHEDULED_TIME"] == fire
     assert run["metadata"]["annotations"]["appschedule.dev/idempotency-key"] == key
     assert LEDGER_FINALIZER in run["metadata"].get("finalizers", [])
-    # a manual re-run in the same minute: the same key, counted as a duplicate
-    if time.time() - boundary < 50:
-        kubectl("create", "job", "-n", world.namespace, "ok-by-hand", "--from=cronjob/shop-ok")
+    # a manual re-run in the same minute: the same key, counted as a duplicate; its claim loses (the run's won)
+    duplicated = time.time() - boundary < 50
+    if duplicated:
+        made = kubectl("create", "job", "-n", world.namespace, "ok-by-hand", "--from=cronjob/shop-ok",
+                       "--dry-run=client", "-o", "json")  # fmt: skip
+        body = json.loads(made.stdout)
+        body["spec"]["template"]["metadata"]["annotations"][CLAIM] = "lost"
+        kubectl("create", "-f", "-", input=json.dumps(body))
         manual = world.batch.read_namespaced_job("ok-by-hand", world.namespace, _preload_content=False)
         assert env_of(json.loads(manual.data))["APPSCHEDULE_IDEMPOTENCY_KEY"] == key
         wait_for(lambda: counts(world, "shop", "ok").get("duplicates") == 1, timeout=30, what="a duplicate")
         has_events(world, "DuplicateRun")
+        wait_for(lambda: counts(world, "shop", "ok").get("absorbed") == 1, timeout=30, what="the duplicate absorbed")
+        has_events(world, "DuplicateAbsorbed")
+        entry = next(r for r in task_status(world, "shop", "ok")["recent"] if r["scheduledTime"] == fire)
+        assert entry["duplicates"] == 1 and entry["absorbed"] == 1, entry
     wait_for(lambda: counts(world, "shop", "ok").get("succeeded", 0) >= 1, timeout=30, what="ok succeeded")
     wait_for(lambda: counts(world, "shop", "boom").get("failed", 0) >= 1, timeout=30, what="boom failed")
     wait_for(lambda: counts(world, "shop", "hang").get("stuck", 0) >= 1, timeout=60, what="hang stuck")
@@ -126,6 +137,14 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubect
     )
     assert "missed" not in counts(world, "shop", "paused")
     assert task_status(world, "shop", "ok")["lastRun"]["key"].startswith("ok@")
+    # what each run's claim came to, and why each failed run failed: from its pod, in the status
+    wait_for(lambda: (task_status(world, "shop", "ok").get("lastRun") or {}).get("claim") == "won", timeout=30,
+             what="ok's claim in lastRun")  # fmt: skip
+    why = {name: (task_status(world, "shop", name).get("lastRun") or {}).get("failure") for name in ("boom", "oom")}
+    assert why == {"boom": "exit 1", "oom": "OOMKilled"}, why
+    wait_for(lambda: (task_status(world, "shop", "hang").get("lastRun") or {}).get("failure") == "DeadlineExceeded",
+             timeout=30, what="hang's failure")  # fmt: skip
+    assert "unclaimed" in counts(world, "shop", "boom")  # its pod claimed nothing: no library
 
     # every recorded Job lets go of the finalizer; the metrics say what the status says
     def released() -> bool:
@@ -144,6 +163,15 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubect
         return any(all(w in line for w in wanted) and float(line.rsplit(" ", 1)[1]) >= 1 for line in series)
 
     wait_for(failed_metric, timeout=10, what="appschedule_runs_total of boom's failed run")
+    if duplicated:
+        absorbed = (f'namespace="{world.namespace}"', 'task="ok"')
+
+        def absorbed_metric() -> bool:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
+            series = [line for line in text.splitlines() if line.startswith("appschedule_duplicate_runs_absorbed")]
+            return any(all(w in line for w in absorbed) and float(line.rsplit(" ", 1)[1]) >= 1 for line in series)
+
+        wait_for(absorbed_metric, timeout=10, what="appschedule_duplicate_runs_absorbed_total of ok's duplicate")
 
 
 def test_jobs_start_while_the_operator_is_down_and_are_reported_without_key(

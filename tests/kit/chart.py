@@ -31,6 +31,7 @@ CHART = REPO / "charts" / "appschedule-operator"
 KUBE_VERSION = "1.33.0"
 # the pod annotation from which kwok plays a task pod's outcome on the local cluster (hack/cluster/stages.yaml)
 OUTCOME = "test.appschedule.dev/outcome"
+CLAIM = "test.appschedule.dev/claim"  # kwok's pod stages: the claim line its container writes (stages.yaml)
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
 import localcluster  # noqa: E402
 

@@ -116,6 +116,32 @@ def test_history_marks_each_fire_oldest_first_what_went_wrong_before_what_went_r
     assert history(obj, "report")["tasks"] == [] and history(obj, "nightly")["tasks"] == [nightly]
 
 
+def test_what_claims_came_to_and_why_runs_failed_are_shown() -> None:
+    """A duplicate the claim absorbed is marked d (it did nothing) and is no health problem; one that did the work
+    is D. Why a failed fire failed is listed under its marks; the last run says its claim and failure."""
+    obj = appschedule()
+    entry = obj["status"]["tasks"][0]
+    entry["lastRun"] = {"scheduledTime": "2026-03-28T01:33:00Z", "state": "Failed", "failure": "OOMKilled",
+                        "claim": "won"}  # fmt: skip
+    entry["counts"] = {"runs": 4, "duplicates": 2, "absorbed": 1, "unclaimed": 1, "failed": 1}
+    entry["recent"] = [
+        {"scheduledTime": "2026-03-28T01:33:00Z", "state": "Failed", "failure": "OOMKilled"},
+        {"scheduledTime": "2026-03-28T01:32:00Z", "state": "Succeeded", "duplicates": 1, "absorbed": 1},
+        {"scheduledTime": "2026-03-28T01:31:00Z", "state": "Succeeded", "duplicates": 1},
+        {"scheduledTime": "2026-03-28T01:30:00Z", "state": "Failed", "failure": "exit 3"},
+    ]
+    (nightly,) = history(obj)["tasks"]
+    assert [f["mark"] for f in nightly["fires"]] == list("FDdF")
+    shown = history_text(history(obj))
+    assert "    failed: 01:30 exit 3, 01:33 OOMKilled" in shown and "d duplicate absorbed" in shown
+    described = describe(obj, NOW)["tasks"][0]
+    assert described["health"] == "2 failed, 1 duplicated among the last 4 runs"  # the absorbed one is not
+    block = text([describe(obj, NOW)])
+    assert "    last run  Failed (OOMKilled), fire 2026-03-28T01:33:00Z, claim won" in block
+    assert "    claims    absorbed 1 of 2 duplicates  runs that claimed nothing 1" in block
+    assert max(len(line) for line in block.splitlines()) <= 80
+
+
 def test_history_of_odd_objects_is_shown_not_raised() -> None:
     odds: list[dict[str, Any]] = [
         {},

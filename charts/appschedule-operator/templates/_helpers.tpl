@@ -106,6 +106,11 @@ namespaceSelector:
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [list, watch, patch, create, delete]
+# the pods of those Jobs, read only (the watch is filtered by the task label): what a run's claim came to (its
+# container's termination message) and why it failed (OOMKilled, an exit code, Unschedulable, an image pull)
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
 # Events on AppSchedules (MissedRun, DuplicateRun, ...)
 - apiGroups: [""]
   resources: [events]

@@ -68,26 +68,43 @@ from .keys import parse_time, rfc3339
 from .models import (
     CATCH_UP_MAX,
     COUNT_MAX,
+    FAILURE_MAX,
     JOBS_MAX,
     NAME_MAX,
+    RUN_COUNT_MAX,
     SUSPENSIONS_MAX,
+    ClaimState,
     Counts,
     FiledThrough,
     JobRecord,
+    LastRun,
+    RunBase,
     RunRecord,
     Suspension,
     TaskStatus,
+    printable,
 )
 from .schedule import Schedule, count_fires, earliest, next_fire, previous_fire, repeat_of, repeats_between
-from .view import JobView
+from .view import JobView, PodView
 
 EventType = Literal["Normal", "Warning"]
 # what the ledger reports, each as an Event reason (and, but for OddJob, in RunsHealthy)
 LedgerReason = Literal[
-    "MissedRun", "RunLate", "DuplicateRun", "RunFailed", "StuckRun", "RunNotStarted", "KeyNotInjected", "OddJob"
+    "MissedRun",
+    "RunLate",
+    "DuplicateRun",
+    "DuplicateAbsorbed",
+    "RunFailed",
+    "StuckRun",
+    "RunNotStarted",
+    "KeyNotInjected",
+    "OddJob",
 ]
 
 SETTLE_SLACK = timedelta(seconds=15)  # how long after its time a Job may still appear in our view
+# A Job that finished while a pod of it seen running has not said so yet (two watches, no order between them):
+# its outcome waits this long for the pod's last state (its claim, why it failed), then is counted without it.
+POD_WAIT = timedelta(seconds=10)
 RECENT = 10
 WALK_LIMIT = 500  # fires walked back to find the latest missed times
 ACTIVE_MAX = JOBS_MAX - 2  # records for active Jobs: the rest are kept for Jobs that end, so they always get in
@@ -198,6 +215,8 @@ class Tally:
     reruns: int = 0
     unkeyed: int = 0
     refused: int = 0
+    absorbed: int = 0
+    unclaimed: int = 0
 
     @classmethod
     def of(cls, counts: Counts | None) -> Tally:
@@ -235,7 +254,8 @@ class Book:
     catch_up: list[str] = field(default_factory=list)  # fires missed within catchUpWindow, to start, oldest first
     starts: list[datetime] = field(default_factory=list)
     mark: Position | None = None  # filedThrough: every Job created up to here and not in a record is counted
-    absorbed: set[str] = field(default_factory=set)  # Jobs counted past the mark: no record once the step ends
+    passed: set[str] = field(default_factory=set)  # Jobs counted past the mark: no record once the step ends
+    claims: dict[str, ClaimState] = field(default_factory=dict)  # by scheduled time: runs that ended this step
 
     def note(self, reason: LedgerReason, text: str, count: int = 1) -> None:
         self.notes.setdefault(reason, []).append(Note(text, count))
@@ -251,16 +271,26 @@ class Seen:
     by_name: dict[str, JobView]
     timed: dict[str, keys.Scheduled]
     filed: frozenset[str]
+    pods: Mapping[str, Sequence[PodView]] = field(default_factory=dict)  # by Job name (not record name)
 
     @classmethod
-    def of(cls, jobs: Sequence[JobView], config: TaskConfig) -> Seen:
+    def of(
+        cls, jobs: Sequence[JobView], config: TaskConfig, pods: Mapping[str, Sequence[PodView]] | None = None
+    ) -> Seen:
         by_name = {record_name(job.name): job for job in jobs}
         filed = frozenset(name for name, job in by_name.items() if job.annotations.get(naming.ANNOTATION_FILED))
-        return cls(by_name, {name: job_time(job, config) for name, job in by_name.items()}, filed)
+        return cls(by_name, {name: job_time(job, config) for name, job in by_name.items()}, filed, pods or {})
 
 
-def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobView], now: datetime) -> LedgerUpdate:
-    """One step of the task's ledger (see the module docstring): the phases below, in order."""
+def advance(
+    progress: TaskStatus | None,
+    config: TaskConfig,
+    jobs: Sequence[JobView],
+    now: datetime,
+    pods: Mapping[str, Sequence[PodView]] | None = None,
+) -> LedgerUpdate:
+    """One step of the task's ledger (see the module docstring): the phases below, in order. ``pods``: the pods
+    of those Jobs, by Job name (what their claims came to, why they failed)."""
     now = now.replace(microsecond=0)
     base = tracked(progress, config, now)
     since = parse_time(base.tracking_since) or now
@@ -282,7 +312,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
         if stored:
             _count_missed(book, [parse_time(t) or now for t in stored])
         book.catch_up = []
-    seen = Seen.of(jobs, config)
+    seen = Seen.of(jobs, config, pods)
     let_go(book, seen)
     run_times, waiting = admit(book, seen)
     follow(book, seen)
@@ -307,7 +337,7 @@ def advance(progress: TaskStatus | None, config: TaskConfig, jobs: Sequence[JobV
             "late_since": late_since if late_since and (parse_time(late_since) or now) > book.checked else None,
             "counts": book.tally.counts(),
             "recent": ordered or None,
-            "last_run": runs[0] if runs else book.base.last_run,
+            "last_run": last_run(book, runs[0]) if runs else book.base.last_run,
             "jobs": sorted(book.records.values(), key=lambda r: (r.scheduled_time, r.name)) or None,
             "suspensions": [
                 Suspension(since=rfc3339(start), until=rfc3339(end) if end else None)
@@ -431,7 +461,7 @@ def admit(book: Book, seen: Seen) -> tuple[set[str], set[datetime]]:
             continue
         done = name in records or name in seen.filed or _take(book, seen, job, run_times, waiting, passing, settles_by)
         passing = passing and done and position is not None and position[0] <= book.now - SETTLE_SLACK
-        if passing and name in book.absorbed:
+        if passing and name in book.passed:
             book.mark = position
     return run_times, waiting
 
@@ -442,10 +472,10 @@ def _take(
     job: JobView,
     run_times: set[str],
     waiting: set[datetime],
-    absorbing: bool,
+    passing: bool,
     settles_by: datetime,
 ) -> bool:
-    """One Job first seen: counted (a record, or past the mark when ``absorbing``), let go uncounted, or left
+    """One Job first seen: counted (a record, or past the mark when ``passing``), let go uncounted, or left
     waiting; True unless it waits."""
     records, name = book.records, record_name(job.name)
     timed = seen.timed[name]
@@ -474,10 +504,10 @@ def _take(
     # run of its time) once it ends, any other (a run, a duplicate) once its time and span are settled
     kept_kind = asked or (kind == "catch-up" and rfc3339(scheduled) not in run_times)
     settles = kept_kind or (scheduled <= settles_by and finish <= settles_by)
-    if absorbing and ended and settles and created is not None and created <= book.now - SETTLE_SLACK:
-        book.absorbed.add(name)  # counted now, its record let go at the end of the step: the mark passes it
-    elif len(records) - len(book.absorbed) >= JOBS_MAX or (
-        not ended and sum(1 for n, r in records.items() if not r.finished and n not in book.absorbed) >= ACTIVE_MAX
+    if passing and ended and settles and created is not None and created <= book.now - SETTLE_SLACK:
+        book.passed.add(name)  # counted now, its record let go at the end of the step: the mark passes it
+    elif len(records) - len(book.passed) >= JOBS_MAX or (
+        not ended and sum(1 for n, r in records.items() if not r.finished and n not in book.passed) >= ACTIVE_MAX
     ):
         if _stands(kind):
             waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
@@ -508,7 +538,7 @@ def _count(book: Book, job: JobView, name: str, scheduled: datetime, run_times: 
             book.tally.backfilled += 1
         if kind != "manual" and stamp in recent:  # run again: by hand or by a backfill
             old = recent[stamp]
-            recent[stamp] = old.model_copy(update={"reruns": min(COUNT_MAX, (old.reruns or 0) + 1)})
+            recent[stamp] = old.model_copy(update={"reruns": min(RUN_COUNT_MAX, (old.reruns or 0) + 1)})
         records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created), kind=kind)
         return
     if stamp in run_times:
@@ -516,11 +546,11 @@ def _count(book: Book, job: JobView, name: str, scheduled: datetime, run_times: 
         book.note("DuplicateRun", f"{job.name} ({key})")
         if stamp in recent:
             old = recent[stamp]
-            recent[stamp] = old.model_copy(update={"duplicates": min(COUNT_MAX, (old.duplicates or 0) + 1)})
+            recent[stamp] = old.model_copy(update={"duplicates": min(RUN_COUNT_MAX, (old.duplicates or 0) + 1)})
         records[name] = JobRecord(name=name, scheduled_time=stamp, active_from=_clean(job.created))
         return
     created_at = parse_time(job.created) or book.now
-    delay = min(COUNT_MAX, max(0, int((created_at - scheduled).total_seconds())))
+    delay = min(RUN_COUNT_MAX, max(0, int((created_at - scheduled).total_seconds())))
     book.tally.runs += 1
     caught_up = kind == "catch-up"
     book.catch_up = [t for t in book.catch_up if t != stamp]  # whoever ran it (the controller, a late watch)
@@ -552,7 +582,7 @@ def _count(book: Book, job: JobView, name: str, scheduled: datetime, run_times: 
 def file_through(book: Book) -> None:
     """The end of a step: the records of the Jobs counted past the mark go (each has finished, and its time and
     span are settled by now: ``_settles_by``); the mark stands for them."""
-    for name in book.absorbed:
+    for name in book.passed:
         record = book.records.get(name)
         if record is not None and record.finished and _settled(record, book.checked, book.now):
             del book.records[name]
@@ -582,7 +612,7 @@ def follow(book: Book, seen: Seen) -> None:
             else:
                 records[name] = record
             continue
-        attempts = job.active + job.succeeded + job.failed
+        attempts = min(RUN_COUNT_MAX, job.active + job.succeeded + job.failed)
         if run is not None:
             run = run.model_copy(
                 update={
@@ -597,18 +627,81 @@ def follow(book: Book, seen: Seen) -> None:
             if job.finalizer or name not in seen.filed:
                 book.release.append(job.name)
             continue
+        if job.outcome and not job.deleting and _pods_pending(seen.pods.get(job.name, ()), job, book):
+            continue  # the pod's last state is on its way: counted at the next step (book.wake)
         if job.outcome or job.deleting:
-            records[name] = _ended(book, record, job, run, key)
+            records[name] = _ended(book, record, job, run, key, seen.pods.get(job.name, ()))
             book.release.append(job.name)
             continue
         records[name] = _active(book, record, job, run, key, attempts)
 
 
-def _ended(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, key: str) -> JobRecord:
-    """A counted Job that has finished (or is being deleted before it did): its outcome counted once."""
+def _pods_pending(pods: Sequence[PodView], job: JobView, book: Book) -> bool:
+    """Whether a finished Job's outcome waits for its pods: one of them was seen but has not finished yet, and
+    POD_WAIT has not passed since the Job finished (then the step wakes when it has)."""
+    if not any(not pod.finished for pod in pods):
+        return False
+    until = (parse_time(job.finish_time) or book.now) + POD_WAIT
+    if book.now >= until:
+        return False
+    book.wake(until)
+    return True
+
+
+def claim_of(pods: Sequence[PodView], key: str) -> ClaimState | None:
+    """What a Job's claim came to: the last of its pods that reported a claim of ``key`` (a retry's outcome is
+    the one that stands); "none" when a pod finished without claiming it (a claim of another key is not its);
+    None when none of its pods has finished, or none was seen."""
+    claimed = [pod for pod in pods if pod.claim is not None and pod.claim[1] == key]
+    if claimed:
+        outcome = max(claimed, key=lambda pod: (pod.created, pod.name)).claim
+        if outcome is not None and outcome[0] in ("won", "taken-over", "lost"):
+            return outcome[0]  # type: ignore[return-value]  # one of ClaimState's, checked
+    return "none" if any(pod.finished for pod in pods) else None
+
+
+def failure_of(job: JobView, pods: Sequence[PodView]) -> str:
+    """Why a run failed: the Job's deadline first (its pod's end follows from it), else what its last failed pod
+    says (OOMKilled, exit 3, Unschedulable, ImagePullBackOff, Evicted), else the Job's condition."""
+    if job.reason == "DeadlineExceeded":
+        return "DeadlineExceeded"
+    failed = [pod for pod in pods if pod.failure]
+    if failed:
+        return str(max(failed, key=lambda pod: (pod.created, pod.name)).failure)
+    return printable(job.reason or ("deleted" if job.deleting else "failed"), FAILURE_MAX) or "failed"
+
+
+def last_run(book: Book, run: RunRecord) -> LastRun:
+    """The task's ``lastRun``: its newest run as DESIGN's status shows it (its entry in ``recent`` has the rest),
+    with what its claim came to (found when it ended: in this step, or kept in ``lastRun`` since)."""
+    claim = book.claims.get(run.scheduled_time)
+    before = book.base.last_run
+    if claim is None and before is not None and before.key == run.key:
+        claim = before.claim
+    return LastRun(**run.model_dump(include=set(RunBase.model_fields)), claim=claim)
+
+
+def _ended(
+    book: Book, record: JobRecord, job: JobView, run: RunRecord | None, key: str, pods: Sequence[PodView]
+) -> JobRecord:
+    """A counted Job that has finished (or is being deleted before it did): its outcome counted once, with what
+    its claim came to and why it failed."""
     stamp, now = record.scheduled_time, book.now
     started = parse_time(job.created) or now
+    claim = claim_of(pods, key) if record.kind in (None, "catch-up") else None  # a run of its time or a duplicate
+    if claim == "lost":  # the claim absorbed it: another Job of the fire did the work
+        book.tally.absorbed += 1
+        book.note("DuplicateAbsorbed", f"{record.name} ({key})")
+        if stamp in book.recent:
+            old = book.recent[stamp]
+            book.recent[stamp] = old.model_copy(update={"absorbed": min(RUN_COUNT_MAX, (old.absorbed or 0) + 1)})
+            run = book.recent[stamp] if run is not None else None
     if record.run:
+        update: dict[str, object] = {}
+        if claim is not None:
+            book.claims[stamp] = claim
+            if claim == "none":
+                book.tally.unclaimed += 1
         if job.outcome == "Complete":
             book.tally.succeeded += 1
             last = parse_time(book.base.last_successful_time)
@@ -617,11 +710,14 @@ def _ended(book: Book, record: JobRecord, job: JobView, run: RunRecord | None, k
             book.finished.append(("succeeded", _seconds(started, job.finish_time, now)))
         else:
             book.tally.failed += 1
-            why = job.reason or ("deleted before it finished" if job.deleting else "failed")
+            why = failure_of(job, pods)
+            update["failure"] = why
             book.note("RunFailed", f"{record.name} ({key}): {why}")
             book.finished.append(("failed", _seconds(started, job.finish_time, now)))
-            if run is not None and not job.outcome:
-                book.recent[stamp] = run.model_copy(update={"state": "Failed"})
+            if not job.outcome:
+                update["state"] = "Failed"
+        if run is not None and update:
+            book.recent[stamp] = run.model_copy(update=update)
     if job.reason == "DeadlineExceeded" and not record.stuck:
         record = _stuck(book, record, run, f"{record.name} ({key}): stopped after activeDeadlineSeconds")
     return record.model_copy(update={"finished": True, "active_until": _clean(job.finish_time)})
@@ -885,9 +981,10 @@ def health(task: str, recent: Sequence[RunRecord]) -> list[tuple[str, str]]:
         if entry.state == "Missed":
             problems.append(("MissedRun", f"task {task!r}: missed {entry.key}"))
         elif entry.state == "Failed":
-            problems.append(("RunFailed", f"task {task!r}: run {entry.key} failed"))
-        if entry.duplicates:
-            problems.append(("DuplicateRun", f"task {task!r}: {entry.key} ran {entry.duplicates + 1} times"))
+            why = f" ({entry.failure})" if entry.failure else ""
+            problems.append(("RunFailed", f"task {task!r}: run {entry.key} failed{why}"))
+        if (entry.duplicates or 0) > (entry.absorbed or 0):  # a duplicate its claim absorbed did nothing
+            problems.append(("DuplicateRun", f"task {task!r}: {entry.key} ran {(entry.duplicates or 0) + 1} times"))
         if entry.stuck and entry.state != "Active":
             problems.append(("StuckRun", f"task {task!r}: run {entry.key} was stuck"))
     return problems
@@ -937,6 +1034,7 @@ _TITLES: dict[LedgerReason, str] = {
     "RunLate": "run late",
     "DuplicateRun": "duplicate run",
     "RunFailed": "run failed",
+    "DuplicateAbsorbed": "duplicate absorbed by the claim (it did nothing: another run of its time did the work)",
     "StuckRun": "run stuck",
     "RunNotStarted": "run not started",
     "OddJob": "Job not counted: its scheduled time is not one the cluster stated (its finalizer is released)",
@@ -954,7 +1052,8 @@ def _event(reason: LedgerReason, task: str, notes: list[Note]) -> LedgerEvent:
     shown = "; ".join(note.text for note in notes[:3]) + (f"; and {len(notes) - 3} more" if len(notes) > 3 else "")
     many = f" ({len(notes)})" if len(notes) > 1 else ""
     message = f"task {task!r}: {_TITLES[reason]}{many}: {shown}"
-    return LedgerEvent("Warning", reason, task, count, message[:MESSAGE_MAX])
+    kind: EventType = "Normal" if reason == "DuplicateAbsorbed" else "Warning"
+    return LedgerEvent(kind, reason, task, count, message[:MESSAGE_MAX])
 
 
 def totals(tasks: Mapping[str, TaskStatus]) -> dict[str, int]:

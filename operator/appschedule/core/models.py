@@ -42,7 +42,7 @@ METADATA_BYTES_MAX = 16 * 1024
 STATUS_BYTES_MAX = (
     OBJECT_BYTES_MAX - SPEC_BYTES_MAX - ANNOTATIONS_BYTES_MAX - MANAGED_FIELDS_BYTES_MAX - METADATA_BYTES_MAX
 )
-COUNT_MAX = 10**12 - 1  # the largest count or number of seconds the status holds (32,000 years of seconds)
+COUNT_MAX = 10**9 - 1  # the largest count the status holds (1,900 years of a task firing every minute)
 Time = Annotated[str, Field(max_length=25, json_schema_extra={"format": "date-time"})]  # 2026-03-29T01:00:00+01:00
 # the lists that the schema makes maps (x-kubernetes-list-type: map), by path, with their key: managedFields list
 # each of their items
@@ -74,6 +74,10 @@ def fields_bytes(node: Any, lists: Mapping[str, str], path: str = "") -> int:
 
 GivenTime = Annotated[str, Field(max_length=32, json_schema_extra={"format": "date-time"})]  # in the spec: fractions
 Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
+RUN_COUNT_MAX = 10**6 - 1  # a count of one fire (its pods, duplicates, re-runs): more are shown as this many
+RunCount = Annotated[int, Field(ge=0, le=RUN_COUNT_MAX)]
+FAILURE_MAX = 20  # "BackoffLimitExceeded", "OOMKilled", "exit 255", "ImagePullBackOff"
+ClaimState = Literal["won", "taken-over", "lost", "none"]
 STATUS_TASKS_MAX = 100  # as many as the spec may declare
 RECENT_MAX = 10  # runs and misses a task's status lists
 JOBS_MAX = 6  # Jobs a task's ledger remembers in its status; the rest remember themselves (ledger.py)
@@ -112,6 +116,15 @@ def _window(text: str | None) -> str | None:
 
 
 ASCII = r"^[ -~]*$"  # what the operator writes from names, times and keys: one byte a character
+
+
+def printable(text: str, limit: int) -> str:
+    """``text`` as ASCII holds it (one byte a character, within ``limit``): other characters escaped (\\u23f0),
+    line breaks and other controls made spaces."""
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii")
+    return "".join(c if " " <= c <= "~" else " " for c in escaped)[:limit]
+
+
 # what the API server would refuse in the CronJob it is written into, refused here already (the webhook and the
 # Ready condition name the field); the CRD's schema cannot say it (int-or-string, map keys)
 _QUALIFIED_NAME = re.compile(
@@ -488,7 +501,9 @@ class Condition(Model):
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(max_length=64, pattern=ASCII, description="CamelCase reason for the last transition.")
     message: str = Field(
-        max_length=MESSAGE_MAX, description="What happened, for humans; names the task and field at fault."
+        max_length=MESSAGE_MAX,
+        pattern=ASCII,
+        description="What happened, for humans; names the task and field at fault (other characters escaped).",
     )
     last_transition_time: Time = Field(description="When the status last changed.")
     observed_generation: int | None = Field(None, description="The spec generation this condition is about.")
@@ -496,7 +511,11 @@ class Condition(Model):
 
 class DeploymentStatus(Model):
     name: str = Field(max_length=253, pattern=ASCII, description="The Deployment's name.")
-    image: str = Field(max_length=1024, description="The image the CronJobs run, from the Deployment's container.")
+    image: str = Field(
+        max_length=1024,
+        pattern=ASCII,
+        description="The image the CronJobs run, from the Deployment's container (other characters escaped).",
+    )
 
 
 class Counts(Model):
@@ -518,6 +537,12 @@ class Counts(Model):
     reruns: Count = Field(
         0, description="Fires run again by hand (kubectl appschedule rerun), with the fire's key: not duplicates."
     )
+    absorbed: Count = Field(
+        0,
+        description="Of the duplicates, those whose claim lost (the claim libraries): they did nothing. The others "
+        "did the work again.",
+    )
+    unclaimed: Count = Field(0, description="Runs that finished without claiming their fire (no claim library).")
     unkeyed: Count = Field(
         0,
         description="Jobs (runs and duplicates) admitted without their idempotency key: the key webhook did not "
@@ -530,7 +555,9 @@ class Counts(Model):
     )
 
 
-class RunRecord(Model):
+class RunBase(Model):
+    """What ``lastRun`` and an entry of ``recent`` both say of a run."""
+
     key: str = Field(
         max_length=naming.TASK_NAME_MAX + 21,
         pattern=ASCII,
@@ -549,10 +576,39 @@ class RunRecord(Model):
     )
     start_time: Time | None = Field(None, description="When its Job was created.")
     finish_time: Time | None = Field(None, description="When its Job finished.")
-    delay_seconds: Count | None = Field(None, description="Seconds from the scheduled time to the Job's creation.")
-    attempts: Count | None = Field(None, description="Pods started for the run.")
-    duplicates: Count | None = Field(None, description="Jobs beyond the first for this scheduled time.")
-    reruns: Count | None = Field(
+    delay_seconds: RunCount | None = Field(None, description="Seconds from the scheduled time to the Job's creation.")
+    attempts: RunCount | None = Field(None, description="Pods started for the run.")
+    failure: str | None = Field(
+        None,
+        max_length=FAILURE_MAX,
+        pattern=ASCII,
+        description="Why the run failed: the container's (OOMKilled, exit 3), the pod's (Unschedulable, "
+        "ImagePullBackOff, Evicted) or the Job's (DeadlineExceeded, BackoffLimitExceeded).",
+    )
+
+
+class LastRun(RunBase):
+    """The task's newest run as ``lastRun`` shows it (DESIGN "Status"), with what its claim came to; its entry in
+    ``recent`` has the rest."""
+
+    # a lastRun written before it was this short (with duplicates, reruns, caughtUp, stuck, keyInjected) still
+    # reads: the rest of the status is not lost with it
+    model_config = ConfigDict(**{**Model.model_config, "extra": "ignore"})
+
+    claim: ClaimState | None = Field(
+        None,
+        description="What the run's claim came to, as its container reported it (the claim libraries' termination "
+        "message): won, taken-over (a claim left by a run that died), lost (another run of its time had claimed "
+        "it), none (it finished without claiming: no claim library). Absent while it runs.",
+    )
+
+
+class RunRecord(RunBase):
+    """A run (or a miss) of the task's recent history. What its claim came to is in ``lastRun`` for the newest
+    run and in ``counts`` (unclaimed, absorbed) for all: the object's budget has no room for it in every entry."""
+
+    duplicates: RunCount | None = Field(None, description="Jobs beyond the first for this scheduled time.")
+    reruns: RunCount | None = Field(
         None, description="Times this fire was run again, by hand (kubectl appschedule rerun) or by a backfill."
     )
     caught_up: bool | None = Field(
@@ -561,6 +617,9 @@ class RunRecord(Model):
     stuck: bool | None = Field(None, description="Still active after activeDeadlineSeconds, or stopped for it.")
     key_injected: bool | None = Field(
         None, description="False when the Job was admitted without its key (the webhook did not run)."
+    )
+    absorbed: RunCount | None = Field(
+        None, description="Of the duplicates, those whose claim lost: they did nothing (the claim absorbed them)."
     )
 
 
@@ -611,7 +670,7 @@ class TaskStatus(Model):
         None, max_length=63, pattern=ASCII, description="Name of the task's CronJob, when it has one."
     )
     next_run_time: Time | None = Field(None, description="The task's next scheduled time.")
-    last_run: RunRecord | None = Field(None, description="The task's most recent run.")
+    last_run: LastRun | None = Field(None, description="The task's most recent run (its entry in recent has the rest).")
     last_successful_time: Time | None = Field(None, description="Scheduled time of the last successful run.")
     counts: Counts | None = Field(None, description="Runs counted since the task was first tracked.")
     recent: list[RunRecord] | None = Field(

@@ -209,7 +209,10 @@ def _ledgers(
             progress = TaskStatus.model_validate(previous[task]) if task in previous else None
         except ValueError:
             progress = None  # an entry written by hand that does not parse: tracking starts again
-        step = ledger.advance(progress, config, world.jobs.get(task, ()), now)
+        jobs = world.jobs.get(task, ())
+        step = ledger.advance(
+            progress, config, jobs, now, {j.name: world.pods[j.name] for j in jobs if j.name in world.pods}
+        )
         advanced[task] = step
         out.release.extend(step.release)
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)

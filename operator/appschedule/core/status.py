@@ -17,7 +17,15 @@ from pydantic import ValidationError
 
 from .keys import rfc3339
 from .models import MESSAGE_MAX as MESSAGE_MAX
-from .models import STATUS_TASKS_MAX, AppScheduleStatus, BackfillStatus, Condition, DeploymentStatus, TaskStatus
+from .models import (
+    STATUS_TASKS_MAX,
+    AppScheduleStatus,
+    BackfillStatus,
+    Condition,
+    DeploymentStatus,
+    TaskStatus,
+    printable,
+)
 from .render import SpecError
 from .schedule import ScheduleError, next_fire, parse
 
@@ -65,7 +73,7 @@ def condition(
         type=kind,
         status=status,
         reason=reason,
-        message=message,
+        message=printable(message, MESSAGE_MAX),
         last_transition_time=since or now,
         observed_generation=generation,
     )
@@ -141,7 +149,7 @@ def build(
         others.insert(0, runs_healthy)
     deployment = None
     if image is not None:
-        deployment = DeploymentStatus(name=image[0][:253], image=image[1][:1024])
+        deployment = DeploymentStatus(name=image[0][:253], image=printable(image[1], 1024))
     elif isinstance(old.get("deployment"), Mapping) and _valid_deployment(old["deployment"]):
         deployment = DeploymentStatus.model_validate(old["deployment"])  # what the CronJobs still run
     last = sorted(last_runs)

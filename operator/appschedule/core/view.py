@@ -6,7 +6,8 @@ A projection keeps of an object only what a reconcile reads (no managedFields, n
   (task names, the valid ones, their CronJob names), computed once per spec change;
 * a Deployment: its pod template and selector;
 * one of our CronJobs: labels, controller uid, the rendered-hash annotation, spec and lastScheduleTime;
-* one of our Jobs: what the ledger reads of it.
+* one of our Jobs: what the ledger reads of it;
+* a pod of one of our Jobs: its Job, whether it finished, its claim's outcome and why it failed.
 
 Invariant: a projection never raises, whatever the object holds (a field of the wrong type reads as
 absent), and two projections of the same object compare equal. The store (shell/store.py) keeps them;
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import naming
+from .models import FAILURE_MAX, printable
 from .render import valid_tasks
 
 Key = tuple[str, str]  # (namespace, name)
@@ -280,6 +282,104 @@ def project_job(body: Mapping[str, Any]) -> JobView:
     )
 
 
+CLAIM_PREFIX = "appschedule.dev/claim: "  # the claim libraries' line in a container's termination message
+CLAIM_OUTCOMES = ("won", "taken-over", "lost")
+# a container that cannot start, by its waiting reason (the kubelet's); anything else waiting is not a failure yet
+_CANNOT_START = {
+    "ImagePullBackOff": "ImagePullBackOff",
+    "ErrImagePull": "ErrImagePull",
+    "InvalidImageName": "InvalidImageName",
+    "CreateContainerConfigError": "ContainerConfigError",
+    "CreateContainerError": "CreateContainerError",
+    "CrashLoopBackOff": "CrashLoopBackOff",
+}
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A pod of one of our Jobs (the watch is filtered by the task label on the API server): its Job, whether it
+    has finished, what its container's claim came to, and why it failed or cannot start."""
+
+    namespace: str
+    name: str
+    resource_version: str
+    job: str  # its Job's name (the Job controller's label), "" when it has none
+    created: str
+    finished: bool  # phase Succeeded or Failed
+    claim: tuple[str, str] | None = None  # (outcome, key) of the last claim line its containers wrote
+    failure: str | None = None  # OOMKilled, exit 3, Unschedulable, ImagePullBackOff, Evicted...
+
+    def same_except_version(self, other: PodView) -> bool:
+        return {**self.__dict__, "resource_version": ""} == {**other.__dict__, "resource_version": ""}
+
+
+def _claim_of(message: Any) -> tuple[str, str] | None:
+    """The last claim line of a termination message (the app may write its own lines around it); a line of
+    another form, an unknown outcome or a key that is not text of a key's length reads as no claim."""
+    found = None
+    for line in message.splitlines() if isinstance(message, str) else []:
+        if not line.startswith(CLAIM_PREFIX):
+            continue
+        outcome, _, key = line[len(CLAIM_PREFIX) :].strip().partition(" ")
+        if outcome in CLAIM_OUTCOMES and 0 < len(key) <= naming.TASK_NAME_MAX + 21 and key.isascii():
+            found = (outcome, key)
+    return found
+
+
+def _container_failure(status: Mapping[str, Any]) -> str | None:
+    """Why a container failed or cannot start: OOMKilled, exit N, its waiting reason; None when it did not."""
+    state = _dict(status.get("state"))
+    terminated, waiting = _dict(state.get("terminated")), _dict(state.get("waiting"))
+    if terminated:
+        reason, code = _text(terminated.get("reason")), terminated.get("exitCode")
+        if reason == "OOMKilled":
+            return "OOMKilled"
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            return f"exit {code}" if -(2**31) <= code < 2**31 else "exit ?"
+        if reason in ("ContainerCannotRun", "StartError", "DeadlineExceeded"):
+            return reason
+        return None
+    reason = _text(waiting.get("reason"))
+    return _CANNOT_START.get(reason or "")
+
+
+def project_pod(body: Mapping[str, Any]) -> PodView:
+    meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
+    labels = _dict(meta.get("labels"))
+    job = _text(labels.get(naming.JOB_NAME_LABEL)) or _text(labels.get("job-name")) or ""
+    phase = _text(status.get("phase"))
+    containers = [_dict(c) for c in _list(status.get("containerStatuses"))]
+    inits = [_dict(c) for c in _list(status.get("initContainerStatuses"))]
+    claim = None
+    for container in containers:
+        terminated = _dict(_dict(container.get("state")).get("terminated"))
+        claim = _claim_of(terminated.get("message")) or claim
+    failure = None
+    if _text(status.get("reason")) == "Evicted":
+        failure = "Evicted"
+    for container in [*inits, *containers]:
+        failure = failure or _container_failure(container)
+    for condition in _list(status.get("conditions")):
+        if (
+            failure is None
+            and isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            failure = "Unschedulable"
+    return PodView(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        job=printable(job, 253),
+        created=str(meta.get("creationTimestamp") or ""),
+        finished=phase in ("Succeeded", "Failed"),
+        claim=claim,
+        failure=printable(failure, FAILURE_MAX) if failure else None,
+    )
+
+
 @dataclass(frozen=True)
 class Holder:
     """Another AppSchedule's task, by the name of its AppSchedule and of the CronJob or task."""
@@ -312,3 +412,4 @@ class World:
     declaring: Mapping[str, Sequence[Claimant]] = field(default_factory=dict)  # task -> others declaring it
     sharing_names: Mapping[str, Sequence[Claimant]] = field(default_factory=dict)  # CronJob name -> others with it
     jobs: Mapping[str, Sequence[JobView]] = field(default_factory=dict)  # task -> its Jobs (this AppSchedule's)
+    pods: Mapping[str, Sequence[PodView]] = field(default_factory=dict)  # Job name -> its pods (of those Jobs)

@@ -7,7 +7,7 @@ periodic resync) and must end in the same state whatever woke it. So the watches
 
 The view is fed by kopf *index* handlers: kopf calls them for every event of every watched object
 and holds every other resource handler until every index has its initial listing. The ``on.event``
-handlers therefore run only once all three listings are in, which is what makes the first decision
+handlers therefore run only once every listing is in, which is what makes the first decision
 (who owns a task, which CronJob to delete) safe at start-up; the first of them starts the work. The
 index handlers return None, so kopf's own indexes stay empty: the view is the one copy. A DELETED
 event reaches no index handler, so the ``on.event`` handlers remove objects from the view.
@@ -18,9 +18,12 @@ was sent and decoded). Deployments cannot be filtered that way (AppSchedules nam
 Deployment event is decoded, and one that changes nothing a rendering reads costs nothing more.
 
 Jobs of our tasks are watched the same way (filtered by the ``appschedule.dev/task`` label on the API
-server) for the run ledger. The admission webhooks and the liveness endpoint are answered by a process of
-their own (webhook_server.py), which this loop tells that it is alive every second (``_heartbeat``); the
-operator stops when that process is gone. Prometheus metrics are served on their own port (metrics.py).
+server) for the run ledger, and so are their pods (the label comes with the Job's template): a projection of
+each (core/view.PodView: its Job, whether it finished, its claim's outcome, why it failed) tells the ledger
+whether a duplicate did the work and why a run failed. The admission webhooks and the liveness endpoint are
+answered by a process of their own (webhook_server.py), which this loop tells that it is alive every second
+(``_heartbeat``); the operator stops when that process is gone. Prometheus metrics are served on their own
+port (metrics.py).
 
 kopf stores nothing on the objects (no finalizer, no annotations: only event and index handlers),
 so the operator can be killed at any point and converges when started again. The one finalizer is
@@ -45,7 +48,7 @@ from typing import Any
 import kopf
 
 from ..core import naming
-from ..core.view import project_appschedule, project_cronjob, project_deployment, project_job
+from ..core.view import project_appschedule, project_cronjob, project_deployment, project_job, project_pod
 from . import metrics, webhook_server
 from .api import Cluster, api_client
 from .controller import Controller, Options
@@ -100,6 +103,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.connect_timeout = 30
     settings.watching.label_selectors["batch", "v1", "cronjobs"] = CRONJOB_SELECTOR
     settings.watching.label_selectors["batch", "v1", "jobs"] = naming.LABEL_TASK
+    settings.watching.label_selectors["v1", "pods"] = naming.LABEL_TASK  # the pods of our Jobs (the template's)
     settings.posting.level = logging.WARNING
     launch = _launch(memo)
     settings.scanning.disabled = not launch.options.scanning
@@ -189,6 +193,12 @@ async def job_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller.wake_soon(controller.store.put_job(project_job(body)))
 
 
+@kopf.index("v1", "pods")
+async def pod_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    controller = _controller(memo)
+    controller.wake_soon(controller.store.put_pod(project_pod(body)))
+
+
 # -- deletions, and the start of the work once every listing is in
 
 
@@ -230,6 +240,13 @@ async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, 
     controller, deleted = _event(event, memo)
     if deleted and namespace:
         controller.wake_soon(controller.store.drop_job(namespace, name, held=_held(event)))
+
+
+@kopf.on.event("v1", "pods")
+async def pod_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    controller, deleted = _event(event, memo)
+    if deleted and namespace:
+        controller.wake_soon(controller.store.drop_pod(namespace, name))
 
 
 def _held(event: Mapping[str, Any]) -> bool:

@@ -25,7 +25,8 @@ RUNS = Counter(
     "appschedule_runs_total",
     "Runs counted by the ledger, by result: started (a scheduled time got a "
     "Job), succeeded, failed, stuck, late, skipped; manual and rerun (runs asked for by hand), backfilled (runs of "
-    "past fires a backfill started), caught_up (of the started: fires missed within catchUpWindow the operator ran).",
+    "past fires a backfill started), caught_up (of the started: fires missed within catchUpWindow the operator ran), "
+    "unclaimed (runs that finished without claiming their fire: no claim library).",
     [*LABELS, "result"],
     registry=REGISTRY,
 )
@@ -34,6 +35,13 @@ MISSED = Counter(
 )
 DUPLICATES = Counter(
     "appschedule_duplicate_runs_total", "Jobs beyond the first for one scheduled time.", LABELS, registry=REGISTRY
+)
+ABSORBED = Counter(
+    "appschedule_duplicate_runs_absorbed_total",
+    "Jobs of a scheduled time whose claim lost (the claim libraries): another Job of that time did the work, so "
+    "they did nothing. Duplicates that did the work again: appschedule_duplicate_runs_total minus this.",
+    LABELS,
+    registry=REGISTRY,
 )
 UNKEYED = Counter(
     "appschedule_unkeyed_jobs_total",
@@ -90,6 +98,7 @@ _RESULTS = {
     "reruns": "rerun",
     "backfilled": "backfilled",
     "caughtUp": "caught_up",
+    "unclaimed": "unclaimed",
 }
 
 
@@ -110,6 +119,7 @@ def track(namespace: str, appschedule: str, status: Mapping[str, Any]) -> None:
             RUNS.labels(*labels, result)
         MISSED.labels(*labels)
         DUPLICATES.labels(*labels)
+        ABSORBED.labels(*labels)
         UNKEYED.labels(*labels)
         REFUSED_JOBS.labels(*labels)
 
@@ -129,6 +139,7 @@ def record_status(namespace: str, appschedule: str, old: Mapping[str, Any], new:
         for field, counter in (
             ("missed", MISSED),
             ("duplicates", DUPLICATES),
+            ("absorbed", ABSORBED),
             ("unkeyed", UNKEYED),
             ("refused", REFUSED_JOBS),
         ):
@@ -167,7 +178,7 @@ def forget(namespace: str, appschedule: str, tasks: Iterable[str]) -> None:
     """Drop the series of tasks (or of a whole AppSchedule) that are gone."""
     for task in tasks:
         labels = (namespace, appschedule, task)
-        for metric in (MISSED, DUPLICATES, UNKEYED, REFUSED_JOBS, LAST_SUCCESS, NEXT_RUN, INTERVAL):
+        for metric in (MISSED, DUPLICATES, ABSORBED, UNKEYED, REFUSED_JOBS, LAST_SUCCESS, NEXT_RUN, INTERVAL):
             with contextlib.suppress(KeyError):
                 metric.remove(*labels)
         for metric_with_result in (RUNS, DURATION):

@@ -5,7 +5,8 @@ It keeps the projections of core/view.py:
 * every AppSchedule;
 * of Deployments only those some AppSchedule references (during the initial listing every Deployment
   is kept, since the AppSchedules may not have been listed yet; ``prune`` then drops the unreferenced ones);
-* our CronJobs (the watch is filtered by label on the API server) and our Jobs.
+* our CronJobs (the watch is filtered by label on the API server), our Jobs and their pods (what the ledger
+  reads of a pod: its Job, whether it finished, its claim's outcome, why it failed).
 
 Each ``put_*``/``drop_*`` returns the AppSchedules a change concerns, and only when something a
 reconcile reads changed: a Deployment's status-only update (replica counts during a scale), or the
@@ -33,6 +34,7 @@ from ..core.view import (
     Holder,
     JobView,
     Key,
+    PodView,
     World,
     newer_or_same,
 )
@@ -46,6 +48,7 @@ class Store:
     deployments: dict[Key, DeploymentView | None] = field(default_factory=dict)  # None: known to be absent
     cronjobs: dict[Key, CronJobView] = field(default_factory=dict)
     jobs: dict[Key, JobView] = field(default_factory=dict)
+    pods: dict[Key, PodView] = field(default_factory=dict)
     listing: bool = True  # until the initial listing of every watch is in (see module docstring)
     # indexes
     _declarers: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, task) -> validly
@@ -54,6 +57,7 @@ class Store:
     _named: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, CronJob name) -> AS
     _referencing: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, deployment) -> AS
     _runs: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, appschedule) -> Jobs
+    _pods_of: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, Job) -> its pods
     # Jobs that left the watch still holding the ledger's finalizer (their task label was removed), by namespace
     _left: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
@@ -211,6 +215,37 @@ class Store:
         _discard(self._runs, (namespace, old.appschedule), name)
         return woken | ({(namespace, old.appschedule)} if old.appschedule else set())
 
+    # -- pods of our Jobs
+
+    def put_pod(self, view: PodView) -> set[Key]:
+        """A pod of one of our Jobs: its AppSchedule wakes when what the ledger reads of it changed (it finished,
+        what its claim came to, why it failed), not on every status update of a running pod."""
+        key = (view.namespace, view.name)
+        old = self.pods.get(key)
+        if old is not None and not newer_or_same(view.resource_version, old.resource_version):
+            return set()
+        self.pods[key] = view
+        if old is not None and old.job != view.job:
+            _discard(self._pods_of, (old.namespace, old.job), old.name)
+        self._pods_of[view.namespace, view.job].add(view.name)
+        if old is not None and old.same_except_version(view):
+            return set()
+        return self._owner(view)
+
+    def drop_pod(self, namespace: str, name: str) -> set[Key]:
+        old = self.pods.pop((namespace, name), None)
+        if old is None:
+            return set()
+        _discard(self._pods_of, (namespace, old.job), name)
+        return self._owner(old)
+
+    def _owner(self, pod: PodView) -> set[Key]:
+        job = self.jobs.get((pod.namespace, pod.job))
+        return {(pod.namespace, job.appschedule)} if job is not None and job.appschedule else set()
+
+    def pods_of(self, namespace: str, job: str) -> list[PodView]:
+        return [self.pods[namespace, n] for n in sorted(self._pods_of.get((namespace, job), ()))]
+
     def take_left(self, namespace: str) -> list[str]:
         """The Jobs of ``namespace`` that left the watch holding our finalizer, to release (once)."""
         return sorted(self._left.pop(namespace, set()))
@@ -259,9 +294,12 @@ class Store:
                     claim = Claimant(other_name, sibling.seniority, sibling.cronjob_names()[cronjob])
                     naming_others.setdefault(cronjob, []).append(claim)
         jobs: dict[str, list[JobView]] = {}
+        pods: dict[str, list[PodView]] = {}
         for job in self.jobs_of(key):
             jobs.setdefault(job.task, []).append(job)
-        return World(view, deployment, cronjobs, held, declaring, naming_others, jobs)
+            if (namespace, job.name) in self._pods_of:
+                pods[job.name] = self.pods_of(namespace, job.name)
+        return World(view, deployment, cronjobs, held, declaring, naming_others, jobs, pods)
 
 
 @dataclass(frozen=True)
