@@ -17,6 +17,7 @@ from appschedule.core.keys import rfc3339 as stamp
 from appschedule.core.ledger import POD_WAIT, TaskConfig, advance, claim_of, failure_of
 from appschedule.core.models import TaskStatus, printable
 from appschedule.core.view import PodView, project_pod
+from appschedule.shell.store import Store
 
 from .test_ledger import counts, job
 
@@ -244,3 +245,21 @@ def test_a_last_run_written_before_it_was_short_still_reads() -> None:
 def test_text_for_the_status_is_printable_ascii_within_its_bound() -> None:
     assert printable("schedule '⏰ * * * *'\nbad", 100) == "schedule '\\u23f0 * * * *' bad"
     assert printable("x" * 50, 10) == "x" * 10
+
+
+def test_a_pod_wakes_its_appschedule_only_when_its_job_has_ended() -> None:
+    """The Job's own events wake the reconcile that reads its pods: a pod that finishes while its Job still runs
+    (the usual order) costs no reconcile of its own; one whose Job ended already (the ledger may be waiting for
+    its last state) does, and only when what the ledger reads of it changed."""
+    store = Store()
+    running = job(FIRST_0230)
+    store.put_job(running)
+    done = pod(running.name, claim="won", key=keys.key_of("report", FIRST_0230))
+    assert store.put_pod(pod(running.name, finished=False)) == set()
+    assert store.put_pod(dataclasses.replace(done, resource_version="2")) == set()
+    assert store.put_job(dataclasses.replace(running, outcome="Complete", resource_version="2")) == {("shop", "shop")}
+    late = dataclasses.replace(done, resource_version="3", failure="exit 1")
+    assert store.put_pod(late) == {("shop", "shop")}
+    assert store.put_pod(dataclasses.replace(late, resource_version="4")) == set()  # nothing the ledger reads
+    assert store.pods_of("shop", running.name) == [dataclasses.replace(late, resource_version="4")]
+    assert store.drop_pod("shop", late.name) == {("shop", "shop")} and store.pods_of("shop", running.name) == []

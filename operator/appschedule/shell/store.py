@@ -218,8 +218,9 @@ class Store:
     # -- pods of our Jobs
 
     def put_pod(self, view: PodView) -> set[Key]:
-        """A pod of one of our Jobs: its AppSchedule wakes when what the ledger reads of it changed (it finished,
-        what its claim came to, why it failed), not on every status update of a running pod."""
+        """A pod of one of our Jobs. The ledger reads its pods when the Job ends, and the Job's own event wakes
+        that reconcile: a pod wakes its AppSchedule only when its Job has ended already (the ledger may be waiting
+        for the pod's last state) and what the ledger reads of it changed, so a run costs no extra reconcile."""
         key = (view.namespace, view.name)
         old = self.pods.get(key)
         if old is not None and not newer_or_same(view.resource_version, old.resource_version):
@@ -240,8 +241,10 @@ class Store:
         return self._owner(old)
 
     def _owner(self, pod: PodView) -> set[Key]:
+        """The AppSchedule to wake for a change of this pod: its Job's, once the Job has ended."""
         job = self.jobs.get((pod.namespace, pod.job))
-        return {(pod.namespace, job.appschedule)} if job is not None and job.appschedule else set()
+        ended = job is not None and job.appschedule and (job.outcome is not None or job.deleting)
+        return {(pod.namespace, job.appschedule)} if job is not None and ended else set()
 
     def pods_of(self, namespace: str, job: str) -> list[PodView]:
         return [self.pods[namespace, n] for n in sorted(self._pods_of.get((namespace, job), ()))]
