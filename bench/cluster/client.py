@@ -83,18 +83,10 @@ class Api:
         )
         return response
 
-    async def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        query: Mapping[str, str] | None = None,
-        content_type: str = "application/json",
-        allow: int = 0,
-    ) -> Any:
-        """The response's JSON; an error status raises, except ``allow`` (e.g. 404), which returns None."""
-        async with await self.request(method, path, body, query=query, content_type=content_type) as response:
+    async def call(self, method: str, path: str, body: Any = None, *, allow: int = 0, **options: Any) -> Any:
+        """The response's JSON (``options``: those of ``request``); an error status raises, except ``allow`` (e.g.
+        404), which returns None."""
+        async with await self.request(method, path, body, **options) as response:
             text = await response.read()
             if response.status == allow:
                 return None
