@@ -60,8 +60,9 @@ def _now(connection: Any) -> str:
     return _NOW[dialect_of(connection).name]
 
 
-def race(connect: Connect, count: int, deadline: int) -> Counter[str]:
-    """``count`` owners claim at once, each on a connection of its own, released together."""
+def race(connect: Connect, count: int, deadline: int, create: bool = False) -> Counter[str]:
+    """``count`` owners claim at once, each on a connection of its own, released together (each creating the
+    table first with ``create``)."""
     outcomes: Counter[str] = Counter()
     errors: list[BaseException] = []
     start = threading.Barrier(count)
@@ -71,6 +72,8 @@ def race(connect: Connect, count: int, deadline: int) -> Counter[str]:
         connection = connect()
         try:
             start.wait()
+            if create:
+                create_table(connection)
             outcome = take(connection, run_of(f"racer-{index}", deadline)).outcome
             with lock:
                 outcomes[outcome] += 1
@@ -92,7 +95,8 @@ def play(scenario: dict[str, Any], connect: Connect) -> None:
     """One scenario, step by step, against a database whose table is empty."""
     deadline = int(scenario["deadline"])
     connection = connect()
-    create_table(connection)
+    if not scenario.get("fresh"):
+        create_table(connection)
     shift = 0.0
     try:
         for step in scenario["steps"]:
@@ -110,7 +114,7 @@ def play(scenario: dict[str, Any], connect: Connect) -> None:
                 elif "skew" in step:
                     shift += float(step["skew"])
                 elif "race" in step:
-                    got_counts = dict(race(connect, int(step["race"]), deadline))
+                    got_counts = dict(race(connect, int(step["race"]), deadline, bool(step.get("create"))))
                     assert got_counts == step["expect"], f"{scenario['name']}: {got_counts}"
                 else:
                     raise AssertionError(f"{scenario['name']}: a step of no known kind: {step}")

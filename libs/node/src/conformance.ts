@@ -80,10 +80,14 @@ async function waitFor(check: () => Promise<boolean>, seconds: number, what: str
   }
 }
 
-async function race(t: Target, count: number, deadline: number): Promise<Record<string, number>> {
+async function race(t: Target, count: number, deadline: number, create = false): Promise<Record<string, number>> {
   const conns = await Promise.all(Array.from({ length: count }, () => t.connect()));
   try {
-    const outcomes = await Promise.all(conns.map((c, i) => take(c, runOf(`racer-${i}`, deadline))));
+    const claim = async (c: Any, i: number) => {
+      if (create) await createTable(c);  // as withClaim(..., { create: true }) does
+      return take(c, runOf(`racer-${i}`, deadline));
+    };
+    const outcomes = await Promise.all(conns.map(claim));
     const counts: Record<string, number> = {};
     for (const o of outcomes) counts[o.outcome] = (counts[o.outcome] ?? 0) + 1;
     return counts;
@@ -104,7 +108,7 @@ async function play(scenario: Any, url: string): Promise<void> {
   const realNow = Date.now;
   let shift = 0;
   try {
-    await createTable(conn);
+    if (!scenario.fresh) await createTable(conn);
     for (const step of scenario.steps) {
       Date.now = () => realNow() + shift * 1000;  // the app host's clock, moved by "skew"
       if ("claim" in step) {
@@ -120,7 +124,7 @@ async function play(scenario: Any, url: string): Promise<void> {
       } else if ("skew" in step) {
         shift += Number(step.skew);
       } else if ("race" in step) {
-        const got = await race(t, Number(step.race), deadline);
+        const got = await race(t, Number(step.race), deadline, Boolean(step.create));
         if (!same(got, step.expect)) throw new Error(`race gave ${JSON.stringify(got)}`);
       } else {
         throw new Error(`a step of no known kind: ${JSON.stringify(step)}`);

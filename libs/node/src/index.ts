@@ -148,8 +148,23 @@ async function exec(db: Database, sql: string, params: unknown[]): Promise<numbe
   }
 }
 
-/** Create appschedule_claims unless it is there. */
+/**
+ * Create appschedule_claims unless it is there; once more when a racing run created it first (PostgreSQL checks
+ * "IF NOT EXISTS" before it waits for the other creation, whose commit then fails this one with "already exists"
+ * or "duplicate key"; once that run has committed, the table is there).
+ */
 export async function createTable(conn: Any): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await createTableOnce(conn);
+    } catch (error) {
+      const text = String((error as Error)?.message ?? error).toLowerCase();
+      if (attempt === 2 || !(text.includes("already exists") || text.includes("duplicate key"))) throw error;
+    }
+  }
+}
+
+async function createTableOnce(conn: Any): Promise<void> {
   const db = database(conn);
   const t = db.dialect.timestamp;
   await exec(db, `CREATE TABLE IF NOT EXISTS ${TABLE} (task VARCHAR(63) NOT NULL, scheduled_for VARCHAR(32) NOT NULL, ` +

@@ -170,6 +170,24 @@ def create_table(connection: Any) -> None:
 
 
 def _create_table(connection: Any) -> None:
+    """CREATE TABLE IF NOT EXISTS, once more when a racing run created it first: PostgreSQL checks "IF NOT
+    EXISTS" before it waits for the other creation, whose commit then fails this one on its catalogue's unique
+    index ("already exists", "duplicate key"); once that run has committed, the table is there."""
+    for attempt in range(3):
+        try:
+            _create_table_once(connection)
+            return
+        except ClaimError as error:
+            if attempt == 2 or not _created_by_a_racer(error):
+                raise
+
+
+def _created_by_a_racer(error: Exception) -> bool:
+    text = str(error).lower()
+    return "already exists" in text or "duplicate key" in text
+
+
+def _create_table_once(connection: Any) -> None:
     d = dialect_of(connection)
     _execute(connection, f"""CREATE TABLE IF NOT EXISTS {TABLE} (
         task VARCHAR(63) NOT NULL,
