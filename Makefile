@@ -23,7 +23,7 @@ venv: $(VENV)/.installed  ## the project and its dev tools in .venv
 tools: venv  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (cached by version)
 	$(STEP) tools $(CLUSTER) tools
 
-node-tools: tools  ## the real node's: Debian's packages (apt-get), kubelet, kube-proxy, CoreDNS, the images it runs
+node-tools: tools node-claim  ## the real node's: Debian's packages (apt-get), kubelet, kube-proxy, CoreDNS, the images it runs (the claim demo's packs libs/node)
 	$(STEP) node-tools $(CLUSTER) node-tools
 
 node-claim:  ## the Node claim library (libs/node): its dependencies from npm (package-lock.json), compiled with tsc

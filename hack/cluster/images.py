@@ -6,6 +6,9 @@ archives are cached in ``$APPSCHEDULE_CACHE/images/`` under a hash of everything
 
 * ``pause``: the pod sandbox, ``pause.c`` compiled static.
 * ``testapp``: Debian's busybox-static with a few applets linked: the "app" of the real-node tests.
+* ``claim-demo``: examples/claim-demo's app (Python and Node) with the claim libraries of libs/ (the Node
+  one packed from its build, ``make node-claim``), pg from npm at package-lock.json's version, and Debian's
+  python3, python3-psycopg2 and nodejs (mmdebstrap); user 10001.
 * ``operator``: the operator as the Dockerfile builds it (DOCKERFILE_EQUIVALENT says what "as" means):
   a root file system from Debian's packages (mmdebstrap: bookworm's python3 3.11), a virtualenv in
   /opt/appschedule with the project installed under ``--constraint image.lock`` (from wheels resolved on
@@ -13,7 +16,7 @@ archives are cached in ``$APPSCHEDULE_CACHE/images/`` under a hash of everything
   Dockerfile does), user 65532, ``appschedule run``. The build fails unless the installed distributions
   are exactly image.lock's; tests/unit/test_image.py checks this module's config against the Dockerfile's.
 
-Usage: images.py pause | testapp | operator  (prints the archive's path)
+Usage: images.py pause | testapp | claim-demo | operator  (prints the archive's path)
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ OPERATOR_CONFIG = Config(
 
 PAUSE_REF = "localhost/appschedule/pause:1"
 TESTAPP_REF = "localhost/appschedule/testapp:1"
+DEMO_REF = "localhost/appschedule/claim-demo:1"
+DEMO = REPO / "examples" / "claim-demo"
+NODE_LIB = REPO / "libs" / "node"
+PYTHON_LIB = REPO / "libs" / "python" / "appschedule_claim"
 TESTAPP_APPLETS = ("sh", "cat", "date", "echo", "env", "hostname", "ls", "mkdir", "printf", "sleep", "test", "[")
 
 
@@ -248,10 +255,64 @@ def testapp(*, build: bool = True) -> Path:  # noqa: PT028 (an image, not a test
     return _cached("testapp", [busybox.read_bytes(), repr(TESTAPP_APPLETS).encode()], build_, allowed=build)
 
 
+def _demo_sources() -> list[Path]:
+    files = [NODE_LIB / "package.json", NODE_LIB / "package-lock.json", HERE / "images.py"]
+    for root, pattern in ((DEMO / "app", "*"), (PYTHON_LIB, "*.py"), (NODE_LIB / "dist", "*")):
+        files += sorted(p for p in root.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+    return files
+
+
+def claim_demo(*, build: bool = True) -> Path:
+    """examples/claim-demo's image: its app, both claim libraries and their drivers, on bookworm."""
+    if not (NODE_LIB / "dist" / "index.js").exists():
+        raise SystemExit(f"{NODE_LIB / 'dist'} is not built: run `make node-claim` first")
+    sources = _demo_sources()
+    inputs = [str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes() for p in sources]
+    lock = json.loads((NODE_LIB / "package-lock.json").read_text())
+    pg = lock["packages"]["node_modules/pg"]["version"]
+
+    def build_(out: Path) -> None:
+        for tool, package in (("mmdebstrap", "mmdebstrap"), ("npm", "npm")):
+            if not shutil.which(tool):
+                raise SystemExit(f"{tool} is missing: Debian's {package}")
+        with tempfile.TemporaryDirectory(dir=IMAGES) as tmp:
+            app = Path(tmp) / "app"
+            shutil.copytree(DEMO / "app", app, ignore=shutil.ignore_patterns("__pycache__"))
+            npm = ["npm", "--no-audit", "--no-fund", "--loglevel=error"]
+            packed = subprocess.run([*npm, "pack", "--pack-destination", tmp, str(NODE_LIB)], check=True,
+                                    capture_output=True, text=True).stdout.split()[-1]  # fmt: skip
+            subprocess.run([*npm, "install", "--prefer-offline", "--omit=dev", "--no-package-lock", "--prefix",
+                            str(app), str(Path(tmp) / packed), f"pg@{pg}"], check=True)  # fmt: skip
+            (app / "package.json").unlink(missing_ok=True)
+            python = Path(tmp) / "python"
+            shutil.copytree(PYTHON_LIB, python / "appschedule_claim", ignore=shutil.ignore_patterns("__pycache__"))
+            site = f"/usr/local/lib/python{PYTHON_MINOR}/dist-packages"
+            hooks = [
+                f'cp -a {app} "$1/app"',
+                f'mkdir -p "$1{site}" && cp -a {python}/appschedule_claim "$1{site}/"',
+                'chmod -R a+rX "$1/app" "$1/usr/local/lib"',
+                'chroot "$1" python3 -c "import appschedule_claim, psycopg2"',
+                'chroot "$1" sh -c "cd /app && node -e \'require(\\"pg\\"); require(\\"@appschedule/claim\\")\'"',
+                'rm -rf "$1/var/cache/apt/archives/"*.deb "$1/var/cache/apt/"*.bin "$1/var/lib/apt/lists/"*',
+            ]
+            layer = Path(tmp) / "rootfs.tar"
+            slim = [f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("doc", "man", "locale", "info")]
+            command = [
+                "mmdebstrap", "--quiet", "--mode=root", "--variant=minbase", "--format=tar", *slim,
+                "--include=python3,python3-psycopg2,nodejs,ca-certificates",
+                *[f"--customize-hook={hook}" for hook in hooks], SUITE, str(layer),
+            ]  # fmt: skip
+            subprocess.run(command, check=True)
+            config = Config(cmd=("python3", "/app/web.py"), user="10001:10001", workdir="/app")
+            write_archive(DEMO_REF, layer, config, out)
+
+    return _cached("claim-demo", inputs, build_, allowed=build)
+
+
 def built() -> dict[str, bool]:
     """Whether each image the real node's tier imports is in the cache for the current sources."""
     result = {}
-    for name, make in (("pause", pause), ("testapp", testapp), ("operator", operator)):
+    for name, make in (("pause", pause), ("testapp", testapp), ("claim-demo", claim_demo), ("operator", operator)):
         try:
             make(build=False)
             result[name] = True
@@ -347,7 +408,7 @@ def _gcc_version() -> bytes:
     return subprocess.run(["gcc", "--version"], capture_output=True, check=True).stdout
 
 
-BUILDERS = {"pause": pause, "testapp": testapp, "operator": operator}
+BUILDERS = {"pause": pause, "testapp": testapp, "claim-demo": claim_demo, "operator": operator}
 
 
 if __name__ == "__main__":

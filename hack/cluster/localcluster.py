@@ -235,11 +235,12 @@ def _timed(what: str, step: Callable[[], object]) -> None:
 
 def node_tools() -> None:
     """Everything the real node's tier needs beyond `tools`: Debian's packages, kubelet, kube-proxy, CoreDNS
-    and the images it imports (pause, the operator's, the test app's), each step timed."""
+    and the images it imports (pause, the operator's, the test app's, the claim demo's), each step timed."""
     _timed("node packages", realnode.ensure_packages)
     _timed("node binaries", build_node_tools)
     _timed("pause image", images.pause)
     _timed("test app image", images.testapp)
+    _timed("claim demo image", images.claim_demo)
     _timed("operator image", images.operator)
 
 

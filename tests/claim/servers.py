@@ -65,8 +65,9 @@ def _process(command: list[str], log: Path, port: int, what: str) -> Iterator[No
 
 
 @contextmanager
-def postgresql() -> Iterator[Server]:
-    """PostgreSQL 15 as the ``postgres`` user (it never runs as root), trust on loopback, fsync off."""
+def postgresql(listen: str = "127.0.0.1", clients: tuple[str, ...] = ()) -> Iterator[Server]:
+    """PostgreSQL 15 as the ``postgres`` user (it never runs as root), trust on loopback, fsync off. ``listen``:
+    another address of this machine it listens on too; ``clients``: the networks (CIDR) it trusts there."""
     _missing(POSTGRES_BIN / "postgres")
     home = Path(tempfile.mkdtemp(prefix="claim-pg-", dir="/tmp"))
     data = home / "data"
@@ -77,9 +78,12 @@ def postgresql() -> Iterator[Server]:
             shutil.chown(home, "postgres")
         init = [*user, str(POSTGRES_BIN / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres", "--no-sync"]
         subprocess.run(init, check=True, capture_output=True)
+        with open(data / "pg_hba.conf", "a") as hba:
+            hba.writelines(f"host all all {network} trust\n" for network in clients)
         port = _free_port()
+        addresses = ",".join(dict.fromkeys(("127.0.0.1", listen)))
         command = [*user, str(POSTGRES_BIN / "postgres"), "-D", str(data), "-p", str(port), "-k", str(home),
-                   "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"]  # fmt: skip
+                   "-c", f"listen_addresses={addresses}", "-c", "fsync=off", "-c", "max_connections=200"]  # fmt: skip
         with _process(command, home / "log", port, "PostgreSQL"):
             yield Server("postgresql", port)
     finally:

@@ -6,9 +6,9 @@ chart's own pod runs the operator. Without it, the cluster has no node that can 
 one: kwok), and the operator runs on this machine as the chart's ServiceAccount (tests/kit/chart.py).
 
 With REAL_NODE=1 (`make e2e-node`) the local cluster has a real node (hack/cluster/realnode.py) instead:
-the operator image and a small test app are built here (hack/cluster/images.py) and imported into the
-node, the chart's pod runs the operator, and the task's pods really run. When the node cannot start the
-session fails and says why; APPSCHEDULE_ALLOW_NO_REAL_NODE=1 turns that into a skip.
+the operator image, a small test app and examples/claim-demo's app are built here (hack/cluster/images.py)
+and imported into the node, the chart's pod runs the operator, and the task's pods really run. When the
+node cannot start the session fails and says why; APPSCHEDULE_ALLOW_NO_REAL_NODE=1 turns that into a skip.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class Target:
     image: str | None  # the operator image the nodes run; None: the operator runs here
     testapp: str | None = None  # a small app image of ours the nodes run (the real node's)
     audit: Path | None = None  # the directory of the API server's audit log (a local cluster's)
+    node_ip: str | None = None  # the real node's address: the claim demo's PostgreSQL listens there
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +61,7 @@ def target() -> Iterator[Target]:
 def _real_node(local: localcluster.LocalCluster) -> Iterator[Target]:
     try:
         started = local.up(real_node=True, build=False)
-        archives = [images.operator(build=False), images.testapp(build=False)]
+        archives = [images.operator(build=False), images.testapp(build=False), images.claim_demo(build=False)]
     except (SystemExit, OSError, subprocess.CalledProcessError) as error:
         why = f"the real node cannot start here: {error}"
         if os.environ.get("APPSCHEDULE_ALLOW_NO_REAL_NODE") == "1":
@@ -69,7 +70,8 @@ def _real_node(local: localcluster.LocalCluster) -> Iterator[Target]:
     try:
         for archive in archives:
             realnode.import_image(local.state, archive)
-        yield Target(local.kubeconfig, images.operator_ref(), images.TESTAPP_REF, audit=local.state / "logs")
+        yield Target(local.kubeconfig, images.operator_ref(), images.TESTAPP_REF, audit=local.state / "logs",
+                     node_ip=realnode.node_ip())  # fmt: skip
     finally:
         if started:
             local.down()

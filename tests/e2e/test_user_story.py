@@ -24,6 +24,7 @@ from tests.kit.chart import Helm, HostedOperator, Kubectl
 from tests.kit.wait import seconds_to_next_minute, wait_for
 from tests.soak import groundtruth as gt
 
+from . import claim_demo
 from .conftest import Target
 
 RELEASE = "appschedule"
@@ -152,6 +153,9 @@ def test_install_schedule_run_see_uninstall(target: Target, kubectl: Kubectl, he
 
         if target.image:  # the chart's own test: metrics and the webhook's TLS, from inside the cluster
             helm("test", RELEASE, "-n", ops, "--timeout=120s")
+
+        if target.image and target.node_ip:  # examples/claim-demo: the claim libraries on a real PostgreSQL
+            claim_demo.run_the_claim_demo(kubectl, target.kubeconfig, f"demo-{suffix}", target.node_ip)
 
         if target.image:  # two replicas through restarts: every run keeps its key
             _through_the_operators_restarts(kubectl, ops, app, target.audit)
