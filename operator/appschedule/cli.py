@@ -161,6 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             scanning=not args.no_scanning,
         ),
         election=election if args.leader_elect else None,
+        namespaces=tuple(args.namespace or ()),
     )
     name_without_passwd_entry()
     serving = _serving(args, frozenset(kinds))

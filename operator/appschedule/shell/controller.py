@@ -92,6 +92,7 @@ class Controller:
     queue: WorkQueue = field(default_factory=WorkQueue)
     running: asyncio.Event = field(default_factory=asyncio.Event)  # set while this replica may reconcile (leads)
     listed: asyncio.Event = field(default_factory=asyncio.Event)  # every watch's initial listing is in
+    listings: set[str] = field(default_factory=lambda: {"kopf", "pods"})  # the watches whose listing is not in
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
     timers: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # when time alone changes a ledger
@@ -121,15 +122,22 @@ class Controller:
             self.queue.add_soon(key)
 
     def initial_listing_done(self) -> None:
-        """Every watch has its initial listing in: decisions may be taken from now on."""
-        if not self.listed.is_set():
+        """kopf's watches have their initial listings in (handlers.py)."""
+        self.listing_done("kopf")
+
+    def listing_done(self, watches: str) -> None:
+        """``watches`` (kopf's, or the pods': podwatch.py) have their initial listing in; once every one has,
+        decisions may be taken."""
+        self.listings.discard(watches)
+        if not self.listings and not self.listed.is_set():
             self.listed.set()
             self.store.prune()
             log.info(
-                "initial listing done: %d AppSchedules, %d CronJobs, %d Deployments in memory",
+                "initial listing done: %d AppSchedules, %d CronJobs, %d Deployments, %d pods in memory",
                 len(self.store.appschedules),
                 len(self.store.cronjobs),
                 len(self.store.deployments),
+                len(self.store.pods),
             )
 
     async def start(self, *, lead: bool = True) -> None:

@@ -18,9 +18,11 @@ was sent and decoded). Deployments cannot be filtered that way (AppSchedules nam
 Deployment event is decoded, and one that changes nothing a rendering reads costs nothing more.
 
 Jobs of our tasks are watched the same way (filtered by the ``appschedule.dev/task`` label on the API
-server) for the run ledger, and so are their pods (the label comes with the Job's template): a projection of
-each (core/view.PodView: its Job, whether it finished, its claim's outcome, why it failed) tells the ledger
-whether a duplicate did the work and why a run failed. The admission webhooks and the liveness endpoint are
+server) for the run ledger. Their pods (the label comes with the Job's template) are watched by the
+operator itself, not kopf (podwatch.py: a run's pod sends several events, and kopf's cost per event was most
+of what the pods cost); a projection of each (core/view.PodView: its Job, whether it finished, its claim's
+outcome, why it failed) tells the ledger whether a duplicate did the work and why a run failed. Decisions
+wait for its listing as for kopf's (``Controller.listing_done``). The admission webhooks and the liveness endpoint are
 answered by a process of their own (webhook_server.py), which this loop tells that it is alive every second
 (``_heartbeat``); the operator stops when that process is gone. Prometheus metrics are served on their own
 port (metrics.py).
@@ -48,11 +50,12 @@ from typing import Any
 import kopf
 
 from ..core import naming
-from ..core.view import project_appschedule, project_cronjob, project_deployment, project_job, project_pod
+from ..core.view import PodView, project_appschedule, project_cronjob, project_deployment, project_job
 from . import metrics, webhook_server
 from .api import Cluster, api_client
 from .controller import Controller, Options
 from .leader import LeaderElector
+from .podwatch import Change, Listing, PodWatch
 
 log = logging.getLogger("appschedule")
 CRONJOB_SELECTOR = f"{naming.MANAGED_BY}={naming.MANAGER}"
@@ -75,6 +78,7 @@ class Launch:
     election: Election | None = None  # None: this process reconciles alone (no Lease)
     admission: tuple[BaseProcess, webhook_server.Heartbeat] | None = None  # the admission process, if started
     admission_lost: bool = False  # set when it exited: the operator stopped because of that (exit status 1)
+    namespaces: tuple[str, ...] = ()  # the namespaces watched (--namespace); empty: every namespace
 
 
 def _launch(memo: kopf.Memo) -> Launch:
@@ -103,7 +107,6 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.connect_timeout = 30
     settings.watching.label_selectors["batch", "v1", "cronjobs"] = CRONJOB_SELECTOR
     settings.watching.label_selectors["batch", "v1", "jobs"] = naming.LABEL_TASK
-    settings.watching.label_selectors["v1", "pods"] = naming.LABEL_TASK  # the pods of our Jobs (the template's)
     settings.posting.level = logging.WARNING
     launch = _launch(memo)
     settings.scanning.disabled = not launch.options.scanning
@@ -127,11 +130,37 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     if launch.admission is not None:
         _beat(controller, launch.admission[1])  # the probe answers from the first second on
     memo["heartbeat"] = asyncio.create_task(_heartbeat(controller, launch))
+    memo["pods"] = _watch_pods(controller, cluster, launch.namespaces)
+
+
+def _watch_pods(controller: Controller, cluster: Cluster, namespaces: tuple[str, ...]) -> PodWatch:
+    """The pods of our Jobs (podwatch.py), fed into the store from the event loop."""
+    scopes = set(namespaces) if namespaces else {None}
+
+    def on_listing(listing: Listing) -> None:
+        controller.wake_soon(controller.store.replace_pods(listing.namespace, listing.pods))
+        scopes.discard(listing.namespace)
+        if not scopes:
+            controller.listing_done("pods")
+
+    def on_changes(changes: list[Change]) -> None:
+        woken: set[tuple[str, str]] = set()
+        for kind, item in changes:
+            if isinstance(item, PodView):
+                woken |= controller.store.put_pod(item)
+            elif kind == "drop":
+                woken |= controller.store.drop_pod(*item)
+        controller.wake_soon(woken)
+
+    watch = PodWatch(cluster.api, namespaces, asyncio.get_running_loop(), on_listing, on_changes)
+    watch.start()
+    return watch
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     memo["heartbeat"].cancel()
+    memo["pods"].stop()
     controller = _controller(memo)
     controller.follow()  # no new reconcile; the Lease is released once the workers are gone
     await controller.stop()
@@ -193,12 +222,6 @@ async def job_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     controller.wake_soon(controller.store.put_job(project_job(body)))
 
 
-@kopf.index("v1", "pods")
-async def pod_view(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    controller = _controller(memo)
-    controller.wake_soon(controller.store.put_pod(project_pod(body)))
-
-
 # -- deletions, and the start of the work once every listing is in
 
 
@@ -240,13 +263,6 @@ async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, 
     controller, deleted = _event(event, memo)
     if deleted and namespace:
         controller.wake_soon(controller.store.drop_job(namespace, name, held=_held(event)))
-
-
-@kopf.on.event("v1", "pods")
-async def pod_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-    controller, deleted = _event(event, memo)
-    if deleted and namespace:
-        controller.wake_soon(controller.store.drop_pod(namespace, name))
 
 
 def _held(event: Mapping[str, Any]) -> bool:

@@ -240,6 +240,17 @@ class Store:
         _discard(self._pods_of, (namespace, old.job), name)
         return self._owner(old)
 
+    def replace_pods(self, namespace: str | None, views: list[PodView]) -> set[Key]:
+        """A listing of the pods of ``namespace`` (None: of every namespace): they are these now; one held
+        that the listing lacks was deleted while the watch was down."""
+        found = {(view.namespace, view.name) for view in views}
+        woken: set[Key] = set()
+        for key in [k for k in self.pods if (namespace is None or k[0] == namespace) and k not in found]:
+            woken |= self.drop_pod(*key)
+        for view in views:
+            woken |= self.put_pod(view)
+        return woken
+
     def _owner(self, pod: PodView) -> set[Key]:
         """The AppSchedule to wake for a change of this pod: its Job's, once the Job has ended."""
         job = self.jobs.get((pod.namespace, pod.job))
