@@ -91,8 +91,8 @@ def _story(kubectl: Kubectl, kubeconfig: Path, namespace: str, node_ip: str, por
 
         def fired(task: str = task) -> str | None:
             return next((j["metadata"]["name"] for j in _jobs(kubectl, namespace, task)
-                         if (j["metadata"].get("annotations") or {}).get(naming.CRONJOB_SCHEDULED_TIMESTAMP) == fire),
-                        None)  # fmt: skip
+                         if (j["metadata"].get("annotations") or {}).get(naming.ANNOTATION_IDEMPOTENCY_KEY)
+                         == f"{task}@{fire}" and not j["metadata"]["name"].endswith("-by-hand")), None)  # fmt: skip
 
         wait_for(fired, timeout=90, what=f"the CronJob's Job of {task} at {fire}", interval=0.2)
         by_hand[task] = f"{cronjob}-by-hand"
