@@ -43,19 +43,20 @@ def _pod(name: str, job_name: str, namespace: str = "shop", version: str = "1") 
 
 
 def test_a_listing_replaces_the_pods_of_its_scope_and_wakes_for_one_deleted_meanwhile() -> None:
-    """A relisting after the watch expired: a pod of an ended Job that the listing lacks was deleted while the
-    watch was down (its AppSchedule is woken: the ledger may wait for it); pods of another namespace stay
+    """A relisting after the watch expired: an unfinished pod of an ended Job that the listing lacks was deleted
+    while the watch was down (its AppSchedule is woken: the ledger may wait for it); pods of another namespace stay
     when the listing is of one namespace, and go when it is of every namespace."""
     store = Store()
     ended = dataclasses.replace(job(FIRE), outcome="Complete")
     store.put_job(ended)
-    kept, gone, other = _pod("a", ended.name), _pod("b", ended.name), _pod("c", "x", namespace="elsewhere")
+    kept, other = _pod("a", ended.name), _pod("c", "x", namespace="elsewhere")
+    gone = dataclasses.replace(_pod("b", ended.name), finished=False)
     for view in (kept, gone, other):
         store.put_pod(view)
     assert store.replace_pods("shop", [dataclasses.replace(kept, resource_version="2")]) == {("shop", "shop")}
     assert [p.name for p in store.pods_of("shop", ended.name)] == ["a"]
     assert ("elsewhere", "c") in store.pods
-    assert store.replace_pods(None, []) == {("shop", "shop")}
+    assert store.replace_pods(None, []) == set()  # finished pods going wake nothing
     assert store.pods == {}
 
 

@@ -262,4 +262,8 @@ def test_a_pod_wakes_its_appschedule_only_when_its_job_has_ended() -> None:
     assert store.put_pod(late) == {("shop", "shop")}
     assert store.put_pod(dataclasses.replace(late, resource_version="4")) == set()  # nothing the ledger reads
     assert store.pods_of("shop", running.name) == [dataclasses.replace(late, resource_version="4")]
-    assert store.drop_pod("shop", late.name) == {("shop", "shop")} and store.pods_of("shop", running.name) == []
+    # a finished pod going (its Job deleted after the ledger read it) wakes nothing; an unfinished one wakes the
+    # ledger that may be waiting for it
+    assert store.drop_pod("shop", late.name) == set() and store.pods_of("shop", running.name) == []
+    store.put_pod(dataclasses.replace(late, name="retry", finished=False, resource_version="5"))
+    assert store.drop_pod("shop", "retry") == {("shop", "shop")}

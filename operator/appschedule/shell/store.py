@@ -234,11 +234,14 @@ class Store:
         return self._owner(view)
 
     def drop_pod(self, namespace: str, name: str) -> set[Key]:
+        """A pod gone. It wakes its ended Job's AppSchedule only when it had not finished: the ledger may be
+        waiting for its last state (core/ledger._pods_pending) and need wait no longer. A finished pod going
+        (its Job deleted by a history limit, after the ledger read it) wakes nothing: one reconcile a run less."""
         old = self.pods.pop((namespace, name), None)
         if old is None:
             return set()
         _discard(self._pods_of, (namespace, old.job), name)
-        return self._owner(old)
+        return set() if old.finished else self._owner(old)
 
     def replace_pods(self, namespace: str | None, views: list[PodView]) -> set[Key]:
         """A listing of the pods of ``namespace`` (None: of every namespace): they are these now; one held
