@@ -3,19 +3,22 @@ that replaces what the store held of its scope, and decisions held until both ko
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import json
+import socket
 from datetime import UTC, datetime
 
 import urllib3
 from hypothesis import given
 from hypothesis import strategies as st
+from kubernetes import client
 
 from appschedule.core.keys import rfc3339
 from appschedule.core.view import PodView
 from appschedule.shell.controller import Controller, Options
-from appschedule.shell.podwatch import _batches
+from appschedule.shell.podwatch import Listing, PodWatch, _batches
 from appschedule.shell.store import Store
 
 from .test_ledger import job
@@ -66,3 +69,33 @@ def test_decisions_wait_for_the_pods_listing_as_for_kopfs() -> None:
     assert not controller.listed.is_set()
     controller.listing_done("pods")
     assert controller.listed.is_set()
+
+
+def test_a_first_listing_that_fails_ends_the_wait_for_it_incomplete() -> None:
+    """No API server to answer (a closed port, a real client): the first failure hands the loop an incomplete
+    listing at once, so decisions wait for no listing that may never come; the watch goes on trying."""
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{_closed_port()}"
+    configuration.retries = 0
+    got: list[Listing] = []
+
+    async def watch() -> None:
+        loop = asyncio.get_running_loop()
+        pods = PodWatch(client.ApiClient(configuration), ["shop"], loop, got.append, lambda _: None)
+        pods.start()
+        try:
+            for _ in range(100):
+                if got:
+                    return
+                await asyncio.sleep(0.05)
+        finally:
+            pods.stop()
+
+    asyncio.run(watch())
+    assert [(g.namespace, g.pods, g.complete) for g in got] == [("shop", [], False)]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -138,18 +138,18 @@ def _watch_pods(controller: Controller, cluster: Cluster, namespaces: tuple[str,
     scopes = set(namespaces) if namespaces else {None}
 
     def on_listing(listing: Listing) -> None:
-        controller.wake_soon(controller.store.replace_pods(listing.namespace, listing.pods))
+        if listing.complete:
+            controller.wake_soon(controller.store.replace_pods(listing.namespace, listing.pods))
         scopes.discard(listing.namespace)
         if not scopes:
             controller.listing_done("pods")
 
     def on_changes(changes: list[Change]) -> None:
         woken: set[tuple[str, str]] = set()
-        for kind, item in changes:
-            if isinstance(item, PodView):
-                woken |= controller.store.put_pod(item)
-            elif kind == "drop":
-                woken |= controller.store.drop_pod(*item)
+        for change in changes:
+            woken |= (
+                controller.store.put_pod(change) if isinstance(change, PodView) else controller.store.drop_pod(*change)
+            )
         controller.wake_soon(woken)
 
     watch = PodWatch(cluster.api, namespaces, asyncio.get_running_loop(), on_listing, on_changes)

@@ -17,7 +17,9 @@ back-off (1 s, doubling to 30 s): the ledger waits for a pod's state at most ``P
 without it, so a watch that is down costs the claim's and the failure's detail, never a run.
 
 The controller takes no decision before this listing is in (``Controller.listing_done("pods")``), as it
-waits for kopf's: a Job that ended while the operator was down is recorded with its pod's claim.
+waits for kopf's: a Job that ended while the operator was down is recorded with its pod's claim. A first
+listing that fails (no RBAC for pods yet, the API server away) ends that wait all the same, with an
+incomplete Listing: the runs go on without their pods' detail until a listing succeeds.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ WATCH_SECONDS = 290  # the API server ends a watch after this long (then it is o
 READ_TIMEOUT = WATCH_SECONDS + 30  # a stream silent for longer than that is a half-open connection
 BACKOFF = (1.0, 30.0)  # the first and the longest wait after a failure
 
-# what the loop is handed: a listing of a scope (every pod of it, replacing the store's), or watch events
-Change = tuple[str, PodView | tuple[str, str]]  # ("put", view) | ("drop", (namespace, name))
+# a watch event as the loop is handed it: a pod's projection (put), or the (namespace, name) of one deleted
+Change = PodView | tuple[str, str]
 
 
 class Expired(Exception):
@@ -53,10 +55,12 @@ class Expired(Exception):
 
 @dataclass
 class Listing:
-    """A scope's pods as one listing found them (``namespace`` None: every namespace)."""
+    """A scope's pods as one listing found them (``namespace`` None: every namespace); ``complete`` False: the
+    first listing failed, ``pods`` is empty and says nothing (the store keeps what it has)."""
 
     namespace: str | None
     pods: list[PodView]
+    complete: bool = True
 
 
 @dataclass
@@ -86,11 +90,11 @@ class PodWatch:
     # -- one scope, in its thread
 
     def _run(self, namespace: str | None) -> None:
-        wait = BACKOFF[0]
+        wait, told = BACKOFF[0], False
         while not self.stopping.is_set():
             try:
                 version = self._list(namespace)
-                wait = BACKOFF[0]
+                wait, told = BACKOFF[0], True
                 while not self.stopping.is_set():
                     version = self._watch(namespace, version)
             except Expired:
@@ -98,6 +102,9 @@ class PodWatch:
             except Exception as error:  # any failure: logged, tried again; never the operator's end
                 log.warning("the pod watch (%s) failed: %s; again in %.0f s", namespace or "all namespaces",
                             error, wait)  # fmt: skip
+                if not told:  # decisions wait for no listing that may never come
+                    self.loop.call_soon_threadsafe(self.on_listing, Listing(namespace, [], complete=False))
+                    told = True
                 if self.stopping.wait(wait):
                     return
                 wait = min(BACKOFF[1], wait * 2)
@@ -147,9 +154,9 @@ class PodWatch:
                     meta: dict[str, Any] = found if isinstance(found, dict) else {}
                     version = str(meta.get("resourceVersion") or version)
                     if kind in ("ADDED", "MODIFIED"):
-                        changes.append(("put", project_pod(body)))
+                        changes.append(project_pod(body))
                     elif kind == "DELETED":
-                        changes.append(("drop", (str(meta.get("namespace") or ""), str(meta.get("name") or ""))))
+                        changes.append((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
                 if changes:
                     self.loop.call_soon_threadsafe(self.on_changes, changes)
                 if self.stopping.is_set():
