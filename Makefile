@@ -26,8 +26,12 @@ tools: venv  ## build etcd, kube-*, kubectl, kwok, helm from pinned Go modules (
 node-tools: tools node-claim  ## the real node's: Debian's packages (apt-get), kubelet, kube-proxy, CoreDNS, the images it runs (the claim demo's packs libs/node)
 	$(STEP) node-tools $(CLUSTER) node-tools
 
+# better-sqlite3 has no prebuilt binary here (GitHub is not reached): node-gyp builds it against the installed Node's
+# own headers (nodedir), not headers downloaded from nodejs.org.
 node-claim:  ## the Node claim library (libs/node): its dependencies from npm (package-lock.json), compiled with tsc
-	$(STEP) node-claim sh -c "cd libs/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p ."
+	$(STEP) node-claim sh -c 'cd libs/node && nodedir=$$(dirname "$$(dirname "$$(readlink -f "$$(command -v node)")")") && \
+		if [ -f "$$nodedir/include/node/node.h" ]; then export npm_config_nodedir="$$nodedir"; fi && \
+		npm ci --no-audit --no-fund --loglevel=error && npx tsc -p .'
 
 db-tools: venv  ## PostgreSQL and MariaDB (Debian's packages, apt-get when missing): the claim's conformance suite
 	$(STEP) db-tools $(CLUSTER) db-tools

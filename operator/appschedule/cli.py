@@ -1,4 +1,4 @@
-"""The ``appschedule`` command: run | render | next | key | crd | release-jobs.
+"""The ``appschedule`` command: run | render | next | key | claim | crd | release-jobs.
 
 Bad input gets one line on stderr and exit status 1 (2 for usage), never a traceback.
 """
@@ -245,6 +245,17 @@ def cmd_release_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_claim(argv: Sequence[str]) -> int:
+    """``appschedule claim [--database URL] [--create] -- CMD ARGS...``: the claim library's command-line form
+    (libs/python, ``appschedule-claim``), for a task whose image has neither a library call nor a wrapper."""
+    try:
+        from appschedule_claim.__main__ import main as claim_main
+    except ImportError:
+        print("appschedule: claim needs the claim library in this image: pip install ./libs/python", file=sys.stderr)
+        return 2
+    return claim_main(list(argv))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="appschedule", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -357,11 +368,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     release.add_argument("-n", "--namespace", action="append", help="only this namespace (repeatable; default: all)")
     release.set_defaults(func=cmd_release_jobs)
+
+    commands.add_parser(  # its arguments are the library's own: main() hands them over before parsing
+        "claim",
+        add_help=False,
+        help="inside a task's container: claim this run in the app's database and run CMD only when it won "
+        "([--database URL] [--create] -- CMD ARGS...; the claim library's appschedule-claim)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["claim"]:
+        return cmd_claim(given[1:])
+    args = build_parser().parse_args(given)
     try:
         return int(args.func(args))
     except UserError as error:

@@ -1,5 +1,7 @@
 """The Node library (libs/node, TypeScript) runs the same conformance suite (libs/conformance/claim.json): on
-sql.js (SQLite in the process), and on the real PostgreSQL and MariaDB servers the Python library's tests use."""
+sql.js (SQLite in the process), on better-sqlite3 (a native build: `make node-claim` compiles it against the
+installed Node's own headers) with a connection per racer to one file, and on the real PostgreSQL and MariaDB
+servers the Python library's tests use."""
 
 from __future__ import annotations
 
@@ -34,6 +36,30 @@ def test_the_suite_on_sqlite_in_the_process() -> None:
     done = _node(str(RUNNER), "sqlite:")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("ok   ") == len(SUITE["scenarios"]) + 1  # all but the server-only one, withClaim, errors
+
+
+def test_the_suite_on_better_sqlite3_with_a_connection_each(tmp_path: Path) -> None:
+    done = _node(str(RUNNER), f"better-sqlite3:{tmp_path}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("ok   ") == len(SUITE["scenarios"]) + 1, done.stdout
+    assert len(list(tmp_path.glob("*.db"))) >= len(SUITE["scenarios"]) - 1  # a file each: real connections to it
+
+
+def test_the_command_line_on_sqlite(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    env = dict(os.environ, APPSCHEDULE_TASK="report", APPSCHEDULE_SCHEDULED_TIME="2026-10-25T01:30:00Z")
+    env.update(
+        APPSCHEDULE_TERMINATION_LOG=str(tmp_path / "log"), APPSCHEDULE_CLAIM_DATABASE=f"sqlite:///{tmp_path}/c.db"
+    )
+    failed = _node(str(CLI), "--create", "--", "sh", "-c", f"echo fail >> {marker}; exit 3", env=env)
+    assert failed.returncode == 3, failed.stderr  # a failure releases the claim: a re-run of the fire works
+    won = _node(str(CLI), "--", "sh", "-c", f"echo won >> {marker}", env=env)
+    assert won.returncode == 0, won.stderr
+    lost = _node(str(CLI), "--", "sh", "-c", f"echo lost >> {marker}", env=env)
+    assert lost.returncode == 0 and "claimed by another run" in lost.stderr, lost.stderr
+    assert marker.read_text() == "fail\nwon\n"
+    relative = _node(str(CLI), "--database", "sqlite://", "--", "true", env=env)
+    assert relative.returncode == 2 and "sqlite:///path/to.db" in relative.stderr
 
 
 def test_the_suite_on_a_server(server: servers.Server) -> None:

@@ -12,6 +12,7 @@ import sqlalchemy
 import sqlalchemy.orm
 from sqlalchemy.pool import NullPool
 
+from appschedule import cli
 from appschedule_claim import ClaimError, claim, create_table, run_from_env, take
 from appschedule_claim.__main__ import main
 
@@ -79,8 +80,13 @@ def test_the_context_manager_finishes_a_run_that_ended_well_and_releases_one_tha
         assert not late.won
 
 
+def _operator_cli(argv: list[str]) -> int:
+    return cli.main(["claim", *argv])  # `appschedule claim ...`: the operator's command, the library's form
+
+
+@pytest.mark.parametrize("main", [main, _operator_cli], ids=["appschedule-claim", "appschedule claim"])
 def test_the_command_line_runs_the_command_only_for_the_winner(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    main: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     database = f"sqlite:///{tmp_path / 'app.db'}"
     marker = tmp_path / "ran"

@@ -2,7 +2,8 @@
 /**
  * appschedule-claim [--database URL] -- CMD ARGS...: claim this container's run, run CMD only when the claim is
  * won, mark the fire done when CMD succeeds and release the claim when it fails. A lost claim exits 0 without
- * running CMD. URL (or APPSCHEDULE_CLAIM_DATABASE): postgresql://... (pg) or mysql://... (mysql2).
+ * running CMD. URL (or APPSCHEDULE_CLAIM_DATABASE): postgresql://... (pg), mysql://... (mysql2) or
+ * sqlite:///path/to.db (better-sqlite3; sqlite:////abs/path.db): the driver the image already has.
  */
 import { spawnSync } from "child_process";
 import { ClaimError, finish, release, reportOutcome, runFromEnv, take, createTable, keyOf } from "./index";
@@ -18,7 +19,15 @@ async function connect(url: string): Promise<{ conn: unknown; close: () => Promi
     const conn = await require("mysql2/promise").createConnection(url.replace(/^mariadb:/, "mysql:"));
     return { conn, close: () => conn.end() };
   }
-  throw new ClaimError(`${url}: the database URL's scheme is postgresql or mysql`);
+  if (/^sqlite:/.test(url)) {
+    const file = url.includes(":///") ? url.split(":///", 2)[1] : "";
+    if (!file) throw new ClaimError(`${url}: a SQLite URL is sqlite:///path/to.db`);
+    let Database;
+    try { Database = require("better-sqlite3"); } catch { throw new ClaimError("a SQLite URL needs better-sqlite3 installed"); }
+    const conn = new Database(file, { timeout: 30000 })  // sqlite:///relative, sqlite:////absolute, as Python's;
+    return { conn, close: async () => conn.close() };
+  }
+  throw new ClaimError(`${url}: the database URL's scheme is postgresql, mysql or sqlite`);
 }
 
 export async function main(argv: string[]): Promise<number> {

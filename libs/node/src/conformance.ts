@@ -1,6 +1,8 @@
 /**
  * The claim's conformance suite (libs/conformance/claim.json) run by the Node library:
- *   node dist/conformance.js sqlite: | postgresql://user@host:port/db | mysql://user@host:port/db
+ *   node dist/conformance.js sqlite: | better-sqlite3:DIR | postgresql://user@host:port/db | mysql://user@host:port/db
+ * (sqlite: is sql.js, SQLite compiled to WebAssembly, one database in memory; better-sqlite3:DIR a file in DIR per
+ * scenario, every "connection" a connection of its own to it, as an app's processes have.)
  * Every scenario on a database of its own; prints one line a scenario and exits 1 when any failed.
  */
 import * as fs from "fs";
@@ -27,6 +29,11 @@ async function target(url: string): Promise<Target> {
     const shared = new SQL.Database();  // one database in memory, every "connection" on it
     return { connect: async () => shared, close: async () => undefined };
   }
+  if (url.startsWith("better-sqlite3:")) {
+    const Database = require("better-sqlite3");
+    const file = path.join(url.slice("better-sqlite3:".length), `${name}.db`);
+    return { connect: async () => new Database(file, { timeout: 30000 }), close: async (c) => c.close() };
+  }
   if (url.startsWith("postgresql:")) {
     const { Client } = require("pg");
     const admin = new Client({ connectionString: url });
@@ -49,7 +56,7 @@ async function target(url: string): Promise<Target> {
     at.pathname = `/${name}`;
     return { connect: async () => mysql.createConnection(at.toString()), close: async (c) => c.end() };
   }
-  throw new Error(`a database URL of sqlite:, postgresql: or mysql:, not ${url}`);
+  throw new Error(`a database URL of sqlite:, better-sqlite3:, postgresql: or mysql:, not ${url}`);
 }
 
 function runOf(owner: string, deadline: number): Run {
@@ -183,7 +190,7 @@ async function main(): Promise<number> {
   const url = process.argv[2] ?? "sqlite:";
   let failed = 0;
   for (const scenario of SUITE.scenarios) {
-    if (url.startsWith("sqlite:") && scenario.server_only) {
+    if (/^(better-)?sqlite3?:/.test(url) && scenario.server_only) {
       console.log(`skip ${scenario.name}: ${scenario.server_only}`);
       continue;
     }
