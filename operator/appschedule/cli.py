@@ -141,6 +141,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.resync_seconds <= 0 or args.workers < 1 or args.full_resync_every < 1:
         raise UserError("--resync-seconds, --workers and --full-resync-every must be positive")
+    odd = [n for n in args.namespace or () if len(n) > 63 or not naming.DNS_LABEL.match(n)]
+    if odd:  # the watches list each namespace by its name: no pattern
+        raise UserError(f"--namespace takes a namespace's name, not {', '.join(map(repr, odd))}")
     formats = {"json": kopf.LogFormat.JSON, "plain": kopf.LogFormat.PLAIN, "full": kopf.LogFormat.FULL}
     kopf.configure(verbose=args.verbose, log_format=formats[args.log_format], log_refkey="object")
     if not args.verbose:  # kopf reports every watch event's handler at INFO; ours log each reconcile

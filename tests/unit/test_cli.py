@@ -47,6 +47,7 @@ def test_crd_prints_the_crd(capsys: pytest.CaptureFixture[str]) -> None:
         (["next", "-f", APPSCHEDULE, "--after", "2026-03-07T12:00:00"], "time zone"),
         (["next", "-f", APPSCHEDULE, "-n", "0"], "positive"),
         (["render", "-f", DEPLOYMENT, "--deployment", DEPLOYMENT], "expected exactly one AppSchedule"),
+        (["run", "--namespace", "shop", "--namespace", "team-*"], "a namespace's name, not 'team-*'"),
     ],
 )
 def test_bad_input_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

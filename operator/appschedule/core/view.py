@@ -343,6 +343,10 @@ def _container_failure(status: Mapping[str, Any]) -> str | None:
     return _CANNOT_START.get(reason or "")
 
 
+# any projection a watch makes (shell/watches.py)
+View = AppScheduleView | DeploymentView | CronJobView | JobView | PodView
+
+
 def project_pod(body: Mapping[str, Any]) -> PodView:
     meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
     labels = _dict(meta.get("labels"))

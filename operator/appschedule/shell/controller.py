@@ -45,6 +45,7 @@ from .workqueue import Key, WorkQueue
 from .writer import Ours, Refused, Writer
 
 log = logging.getLogger("appschedule")
+WATCHED = ("appschedules", "deployments", "cronjobs", "jobs", "pods")  # the kinds watches.py lists and watches
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
 
@@ -92,7 +93,7 @@ class Controller:
     queue: WorkQueue = field(default_factory=WorkQueue)
     running: asyncio.Event = field(default_factory=asyncio.Event)  # set while this replica may reconcile (leads)
     listed: asyncio.Event = field(default_factory=asyncio.Event)  # every watch's initial listing is in
-    listings: set[str] = field(default_factory=lambda: {"kopf", "pods"})  # the watches whose listing is not in
+    listings: set[str] = field(default_factory=lambda: set(WATCHED))  # the watches whose first listing is not in
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     reconciles: int = 0
     timers: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)  # when time alone changes a ledger
@@ -121,12 +122,8 @@ class Controller:
         for key in keys:
             self.queue.add_soon(key)
 
-    def initial_listing_done(self) -> None:
-        """kopf's watches have their initial listings in (handlers.py)."""
-        self.listing_done("kopf")
-
     def listing_done(self, watches: str) -> None:
-        """``watches`` (kopf's, or the pods': podwatch.py) have their initial listing in; once every one has,
+        """The watch of ``watches`` (a kind of WATCHED: watches.py) has its first listing in; once every one has,
         decisions may be taken."""
         self.listings.discard(watches)
         if not self.listings and not self.listed.is_set():

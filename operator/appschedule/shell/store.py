@@ -35,6 +35,7 @@ from ..core.view import (
     JobView,
     Key,
     PodView,
+    View,
     World,
     newer_or_same,
 )
@@ -243,15 +244,44 @@ class Store:
         _discard(self._pods_of, (namespace, old.job), name)
         return set() if old.finished else self._owner(old)
 
-    def replace_pods(self, namespace: str | None, views: list[PodView]) -> set[Key]:
-        """A listing of the pods of ``namespace`` (None: of every namespace): they are these now; one held
-        that the listing lacks was deleted while the watch was down."""
+    # -- a watch's changes and listings (watches.py), by kind
+
+    def put(self, view: View) -> set[Key]:
+        if isinstance(view, AppScheduleView):
+            return self.put_appschedule(view)
+        if isinstance(view, DeploymentView):
+            return self.put_deployment(view)
+        if isinstance(view, CronJobView):
+            return self.put_cronjob(view)
+        if isinstance(view, JobView):
+            return self.put_job(view)
+        return self.put_pod(view)
+
+    def drop(self, kind: str, namespace: str, name: str, *, held: bool = False) -> set[Key]:
+        if kind == "appschedules":
+            return self.drop_appschedule(namespace, name)
+        if kind == "deployments":
+            return self.drop_deployment(namespace, name)
+        if kind == "cronjobs":
+            return self.drop_cronjob(namespace, name)
+        if kind == "jobs":
+            return self.drop_job(namespace, name, held=held)
+        return self.drop_pod(namespace, name)
+
+    def replace(self, kind: str, namespace: str | None, views: list[View]) -> set[Key]:
+        """A listing of ``kind`` in ``namespace`` (None: in every namespace): those objects are these now; one held
+        that the listing lacks was deleted while the watch was down (a Deployment known to be absent stays so)."""
+        tables: dict[str, Mapping[Key, object]] = {
+            "appschedules": self.appschedules, "deployments": self.deployments, "cronjobs": self.cronjobs,
+            "jobs": self.jobs, "pods": self.pods,
+        }  # fmt: skip
+        held = tables[kind]
         found = {(view.namespace, view.name) for view in views}
         woken: set[Key] = set()
-        for key in [k for k in self.pods if (namespace is None or k[0] == namespace) and k not in found]:
-            woken |= self.drop_pod(*key)
+        for key in [k for k, v in held.items() if v is not None and namespace in (None, k[0]) and k not in found]:
+            woken |= self.drop(kind, *key)
         for view in views:
-            woken |= self.put_pod(view)
+            woken |= self.put(view)
         return woken
 
     def _owner(self, pod: PodView) -> set[Key]:
