@@ -18,7 +18,7 @@ from kubernetes import client
 
 from appschedule.core import naming
 from appschedule.core.keys import rfc3339
-from appschedule.core.view import PodView, project_cronjob
+from appschedule.core.view import PodView, project_appschedule, project_cronjob
 from appschedule.shell.controller import WATCHED, Controller, Options
 from appschedule.shell.store import Store
 from appschedule.shell.watches import KINDS, Gone, Listing, Watch, _batches, _gone
@@ -139,3 +139,26 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _appschedule(name: str, generation: int, observed: int | None) -> dict[str, object]:
+    status = {"observedGeneration": observed} if observed is not None else {}
+    return {"metadata": {"namespace": "shop", "name": name, "generation": generation, "resourceVersion": "1"},
+            "spec": {"deploymentRef": {"name": "web"}, "tasks": []}, "status": status}  # fmt: skip
+
+
+def test_after_a_restart_an_appschedule_edited_meanwhile_is_planned_first() -> None:
+    """The first listings wake every AppSchedule in the background lane; one whose generation no status has seen
+    (edited, or created, while the operator was down) goes to the urgent lane, ahead of thousands of others."""
+    controller = Controller(cluster=None, options=Options())  # type: ignore[arg-type]  # no request is made
+    views = [project_appschedule(_appschedule(f"a{i}", 2, 2)) for i in range(50)]
+    views[37] = project_appschedule(_appschedule("a37", 3, 2))
+    views.append(project_appschedule(_appschedule("new", 1, None)))
+    controller.take_listing("appschedules", None, views)
+    assert set(controller.queue.urgent) == {("shop", "a37"), ("shop", "new")}
+    assert len(controller.queue.background) == 49
+    for kind in WATCHED:
+        controller.listing_done(kind)
+    edited = project_appschedule(_appschedule("a1", 3, 2))
+    controller.take_listing("appschedules", None, [*views[:1], edited, *views[2:]])  # a relisting: as events
+    assert ("shop", "a1") in controller.queue.urgent

@@ -72,6 +72,12 @@ class AppScheduleView:
         return str(_dict(self.spec.get("deploymentRef")).get("name") or "")
 
     @property
+    def unobserved(self) -> bool:
+        """Its spec changed since the status was last written (a generation no reconcile has seen): an edit made
+        while the operator was down, planned first after a restart."""
+        return self.generation != self.status.get("observedGeneration")
+
+    @property
     def seniority(self) -> tuple[str, str]:
         return (self.created, self.name)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,7 +37,7 @@ from ..core.lease import RETRY_SECONDS
 from ..core.reconcile import Plan, plan
 from ..core.schedule import earliest
 from ..core.status import StatusWait, needs_listed_view, wait_left
-from ..core.view import World, project_deployment
+from ..core.view import AppScheduleView, View, World, project_deployment
 from . import metrics
 from .api import Cluster, failure_of
 from .leader import Fenced
@@ -46,6 +47,7 @@ from .writer import Ours, Refused, Writer
 
 log = logging.getLogger("appschedule")
 WATCHED = ("appschedules", "deployments", "cronjobs", "jobs", "pods")  # the kinds watches.py lists and watches
+BURSTS = frozenset({"jobs", "pods"})  # a run's burst of events wakes its AppSchedule once (wake_soon)
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails
 
@@ -121,6 +123,18 @@ class Controller:
         """For a Job's events: one reconcile for the burst they come in (workqueue.add_soon)."""
         for key in keys:
             self.queue.add_soon(key)
+
+    def take_listing(self, kind: str, namespace: str | None, views: Sequence[View]) -> None:
+        """A watch's listing (watches.py) into the store, and who it wakes. After the first listings, a relisting
+        wakes as its events would. Before (a start, a restart), every AppSchedule is planned once anyway: that goes
+        to the background lane, and an AppSchedule edited while the operator was down (``unobserved``) to the
+        urgent one, so the change a user waits for is planned first, not after every other one."""
+        woken = self.store.replace(kind, namespace, views)
+        if self.listed.is_set():
+            (self.wake_soon if kind in BURSTS else self.wake)(woken)
+            return
+        self.wake(woken, urgent=False)
+        self.wake({v.key for v in views if isinstance(v, AppScheduleView) and v.unobserved})
 
     def listing_done(self, watches: str) -> None:
         """The watch of ``watches`` (a kind of WATCHED: watches.py) has its first listing in; once every one has,

@@ -39,12 +39,11 @@ import kopf
 
 from . import metrics, webhook_server
 from .api import Cluster, api_client
-from .controller import WATCHED, Controller, Options
+from .controller import BURSTS, WATCHED, Controller, Options
 from .leader import LeaderElector
 from .watches import KINDS, Change, Gone, Listing, Watch
 
 log = logging.getLogger("appschedule")
-SOON = frozenset({"jobs", "pods"})  # a run's burst of events wakes its AppSchedule once (Controller.wake_soon)
 
 
 @dataclass(frozen=True)
@@ -111,11 +110,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 def _watch(controller: Controller, kind: str, namespaces: tuple[str, ...]) -> Watch:
     """One kind's watch (watches.py), fed into the store from the event loop."""
     scopes = set(namespaces) if namespaces else {None}
-    wake = controller.wake_soon if kind in SOON else controller.wake
+    wake = controller.wake_soon if kind in BURSTS else controller.wake
 
     def on_listing(listing: Listing) -> None:
         if listing.complete:
-            wake(controller.store.replace(kind, listing.namespace, listing.views))
+            controller.take_listing(kind, listing.namespace, listing.views)
         scopes.discard(listing.namespace)
         if not scopes:
             controller.listing_done(kind)

@@ -21,7 +21,7 @@ No kopf, no client; the shell calls it from the event loop only, so it needs no 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,7 +268,7 @@ class Store:
             return self.drop_job(namespace, name, held=held)
         return self.drop_pod(namespace, name)
 
-    def replace(self, kind: str, namespace: str | None, views: list[View]) -> set[Key]:
+    def replace(self, kind: str, namespace: str | None, views: Sequence[View]) -> set[Key]:
         """A listing of ``kind`` in ``namespace`` (None: in every namespace): those objects are these now; one held
         that the listing lacks was deleted while the watch was down (a Deployment known to be absent stays so)."""
         tables: dict[str, Mapping[Key, object]] = {
