@@ -161,7 +161,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             workers=args.workers,
             full_resync_every=args.full_resync_every,
             metrics_port=args.metrics_port,
-            scanning=not args.no_scanning,
         ),
         election=election if args.leader_elect else None,
         namespaces=tuple(args.namespace or ()),
@@ -329,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-scanning",
         action="store_true",
-        help="do not watch CRDs and namespaces for changes (so no cluster-wide read of them is needed; "
-        "the AppSchedule CRD must exist when the operator starts)",
+        help="accepted for older charts: the operator no longer watches CRDs or namespaces (its own watches list "
+        "AppSchedules and retry until the CRD exists)",
     )
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port; default: none")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")

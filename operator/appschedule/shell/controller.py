@@ -60,7 +60,6 @@ class Options:
     workers: int = 4
     full_resync_every: int = FULL_EVERY
     metrics_port: int | None = None
-    scanning: bool = True  # kopf watches CRDs and namespaces (needs list/watch on them, cluster-wide)
 
 
 @dataclass

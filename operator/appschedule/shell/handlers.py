@@ -83,7 +83,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     sys.setswitchinterval(0.001)
     settings.posting.level = logging.WARNING
     launch = _launch(memo)
-    settings.scanning.disabled = not launch.options.scanning
+    settings.scanning.disabled = True  # kopf watches nothing (watches.py does): no CRDs, no namespaces
     if launch.options.metrics_port:
         metrics.serve(launch.options.metrics_port)
     cluster = Cluster(api_client())
