@@ -162,3 +162,18 @@ def test_after_a_restart_an_appschedule_edited_meanwhile_is_planned_first() -> N
     edited = project_appschedule(_appschedule("a1", 3, 2))
     controller.take_listing("appschedules", None, [*views[:1], edited, *views[2:]])  # a relisting: as events
     assert ("shop", "a1") in controller.queue.urgent
+
+
+def test_a_batch_of_events_wakes_at_once_or_for_the_burst_by_kind() -> None:
+    """A CronJob's change wakes its AppSchedule at once; a Job's (here one that left with the ledger's finalizer:
+    its task label removed) waits for the rest of its run's burst (workqueue.SOON)."""
+
+    async def take() -> Controller:
+        controller = Controller(cluster=None, options=Options())  # type: ignore[arg-type]  # no request is made
+        controller.take_changes("cronjobs", [project_cronjob(_cronjob("shop-a", "a"))])
+        controller.take_changes("jobs", [Gone("shop", "j", held=True)])
+        return controller
+
+    controller = asyncio.run(take())
+    assert list(controller.queue.urgent) == [("shop", "shop")]
+    assert set(controller.queue.soon) == {("shop", "")}

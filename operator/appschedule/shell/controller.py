@@ -42,6 +42,7 @@ from . import metrics
 from .api import Cluster, failure_of
 from .leader import Fenced
 from .store import DeploymentMiss, Store
+from .watches import Change, Gone
 from .workqueue import Key, WorkQueue
 from .writer import Ours, Refused, Writer
 
@@ -134,6 +135,16 @@ class Controller:
             return
         self.wake(woken, urgent=False)
         self.wake({v.key for v in views if isinstance(v, AppScheduleView) and v.unobserved})
+
+    def take_changes(self, kind: str, changes: Sequence[Change]) -> None:
+        """A batch of a watch's events (watches.py) into the store, waking the AppSchedules they concern."""
+        woken: set[Key] = set()
+        for change in changes:
+            if isinstance(change, Gone):
+                woken |= self.store.drop(kind, change.namespace, change.name, held=change.held)
+            else:
+                woken |= self.store.put(change)
+        (self.wake_soon if kind in BURSTS else self.wake)(woken)
 
     def listing_done(self, watches: str) -> None:
         """The watch of ``watches`` (a kind of WATCHED: watches.py) has its first listing in; once every one has,

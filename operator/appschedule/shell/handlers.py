@@ -39,9 +39,9 @@ import kopf
 
 from . import metrics, webhook_server
 from .api import Cluster, api_client
-from .controller import BURSTS, WATCHED, Controller, Options
+from .controller import WATCHED, Controller, Options
 from .leader import LeaderElector
-from .watches import KINDS, Change, Gone, Listing, Watch
+from .watches import KINDS, Change, Listing, Watch
 
 log = logging.getLogger("appschedule")
 
@@ -110,7 +110,6 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 def _watch(controller: Controller, kind: str, namespaces: tuple[str, ...]) -> Watch:
     """One kind's watch (watches.py), fed into the store from the event loop."""
     scopes = set(namespaces) if namespaces else {None}
-    wake = controller.wake_soon if kind in BURSTS else controller.wake
 
     def on_listing(listing: Listing) -> None:
         if listing.complete:
@@ -120,14 +119,7 @@ def _watch(controller: Controller, kind: str, namespaces: tuple[str, ...]) -> Wa
             controller.listing_done(kind)
 
     def on_changes(changes: list[Change]) -> None:
-        woken: set[tuple[str, str]] = set()
-        store = controller.store
-        for change in changes:
-            if isinstance(change, Gone):
-                woken |= store.drop(kind, change.namespace, change.name, held=change.held)
-            else:
-                woken |= store.put(change)
-        wake(woken)
+        controller.take_changes(kind, changes)
 
     # a client of its own: the watch holds one of its connections at all times, and the pool the writes share
     # (Cluster's, cpu_count * 5 connections) stays theirs
