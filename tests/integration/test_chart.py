@@ -625,7 +625,7 @@ def _reconcile_key_and_record(kubectl: Kubectl, namespace: str) -> None:
     env = {e["name"]: e.get("value") for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["APPSCHEDULE_IDEMPOTENCY_KEY"] == f"report@{last['scheduledTime']}" == last["key"], (env, last)
     wait_for(lambda: not _finalizers(kubectl, namespace, last["job"]), timeout=30, what="the finalizer released")
-    hang = wait_for(lambda: _last_run(kubectl, namespace, "hang"), timeout=30, what="the hanging run recorded")
+    hang = wait_for(lambda: _last_run(kubectl, namespace, "hang"), timeout=45, what="the hanging run recorded")
     assert hang["state"] == "Active"
 
 

@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import yaml
 
-from appschedule.core import naming
+from appschedule.core import naming, status
 from appschedule.core.keys import rfc3339
 from appschedule.core.view import project_appschedule, project_cronjob, project_deployment, project_job
 from appschedule.shell.controller import Controller, Options
@@ -130,6 +131,8 @@ def test_an_apply_refused_is_planned_again_and_named_while_the_other_tasks_go_on
 def test_a_status_refused_as_too_large_lets_every_held_job_go_and_says_so() -> None:
     cluster, settled, deployment = converged()
     held = job_body("sync-inventory", NOW + timedelta(minutes=5))
+    done = held["status"]["completionTime"]  # failed: its status is written at once (a success waits a moment)
+    held["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True", "lastTransitionTime": done}]}
     cluster.jobs["shop", held["metadata"]["name"]] = held
     cluster.fail("replace_status", api_error(413, "Request entity too large: limit is 3145728"))
     later = NOW + timedelta(minutes=5, seconds=30)
@@ -178,7 +181,10 @@ def test_a_reconcile_fenced_between_two_writes_stops_there() -> None:
     assert cluster.calls == ["apply_cronjob shop/shop-weekly-report"] and KEY not in cluster.statuses
 
 
-def test_a_run_the_watch_has_not_delivered_is_found_by_one_list_before_it_is_counted_missed() -> None:
+def test_a_run_the_watch_has_not_delivered_is_found_by_one_list_before_it_is_counted_missed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(status.STATUS_WAITS, "ends", 0.0)  # successes written at once: what is written is the point
     cluster, settled, deployment = converged()
     made = controller(cluster, settled, deployment)  # the store has no Job of sync-inventory
     for fire in (NOW + timedelta(minutes=5), NOW + timedelta(minutes=10)):

@@ -165,6 +165,33 @@ def test_a_resync_replans_only_what_time_changed_except_on_a_full_round() -> Non
     run(scenario)
 
 
+def test_the_first_full_resync_comes_a_full_period_after_the_start_planned_everything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def scenario() -> None:
+        made = Controller(cluster=None, options=Options(resync_seconds=0.05, workers=0, full_resync_every=4))  # type: ignore[arg-type]
+        body = {
+            "metadata": {"name": "later", "namespace": "ns", "uid": "u", "resourceVersion": "1"},
+            "spec": {"deploymentRef": {"name": "web"}, "tasks": []},
+            "status": {"nextRunTime": "2999-01-01T00:00:00Z"},  # time alone changes nothing: only full rounds
+        }
+        made.store.put_appschedule(project_appschedule(body))
+        rounds: list[float] = []
+        clock = asyncio.get_running_loop().time
+        monkeypatch.setattr(made.queue, "add", lambda key, urgent=True: rounds.append(clock()))
+        made.listed.set()
+        await made.start()
+        started = asyncio.get_running_loop().time()
+        while len(rounds) < 2:
+            await asyncio.sleep(0.01)
+        await made.stop()
+        # three periods without a re-plan (the start planned it), then one full round every four periods
+        assert rounds[0] - started >= 3 * 0.05 - 0.01
+        assert rounds[1] - rounds[0] >= 4 * 0.05 - 0.01
+
+    run(scenario)
+
+
 def test_an_api_server_outage_grows_no_long_back_off_and_its_return_retries_every_key_at_once() -> None:
     async def scenario() -> None:
         queue = WorkQueue()

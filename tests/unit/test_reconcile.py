@@ -279,10 +279,27 @@ def test_a_status_of_a_fire_or_runs_that_started_may_wait_for_what_comes_next() 
     ended["tasks"][0]["counts"]["succeeded"] = 2
     ended["tasks"][0]["recent"][0]["state"] = "Succeeded"
     ended["tasks"][0]["jobs"][1]["finished"] = True
-    assert status.can_wait(ended, before) == status.can_wait(ended, pod) == "now"  # an end is written at once
+    ended["tasks"][0]["lastRun"] = ended["tasks"][0]["recent"][0]
+    ended["tasks"][0]["lastSuccessfulTime"] = "2026-09-11T15:01:00Z"
+    # a success waits a moment for the rest of its fire (the other tasks' ends), with its start and its time
+    assert status.can_wait(ended, before) == status.can_wait(ended, pod) == "ends"
+    for bad in ("failed", "duplicates", "absorbed", "stuck", "skipped", "missed", "manual", "reruns", "caughtUp"):
+        worse = copy.deepcopy(ended)
+        worse["tasks"][0]["counts"][bad] = 1
+        assert status.can_wait(worse, pod) == "now", bad  # anything but a success is written at once
+    failed = copy.deepcopy(pod)
+    failed["tasks"][0]["counts"]["failed"] = 1
+    failed["tasks"][0]["recent"][0]["state"] = failed["tasks"][0]["lastRun"]["state"] = "Failed"
+    assert status.can_wait(failed, pod) == "now"
+    missed = copy.deepcopy(ended)
+    missed["tasks"][0]["missedTimes"] = ["2026-09-11T14:59:00Z"]
+    assert status.can_wait(missed, pod) == "now"
+    second = {**ended, "tasks": [*ended["tasks"], {"name": "u", "counts": {"runs": 1}}]}
+    assert status.can_wait(second, pod) == "now"  # a task new to the status: at once
     failing = copy.deepcopy(started)
     failing["conditions"] = [{"type": "RunsHealthy", "status": "False"}]
     assert status.can_wait(failing, before) == "now"  # so is a condition
+    assert status.can_wait({**ended, "conditions": failing["conditions"]}, pod) == "now"  # with a success too
 
 
 def test_backfills_at_the_schemas_bound_and_odd_entries_are_planned_not_raised(
@@ -318,8 +335,10 @@ def test_backfills_at_the_schemas_bound_and_odd_entries_are_planned_not_raised(
 
 
 def test_how_long_a_status_may_wait_is_the_cores() -> None:
-    """A next run time waits up to a minute for its fire's run; started runs 5 s for their end; anything else
-    is written at once, and a status that waited its time is written whatever comes."""
+    """A next run time waits up to a minute for its fire's run; started runs 30 s for their end; successful ends
+    2 s for the rest of their fire; anything else is written at once, and a status that waited its time is written
+    whatever comes."""
     assert status.wait_left("time", 0) == 60 and status.wait_left("time", 59.5) == 0.5
-    assert status.wait_left("starts", 0) == 5 and status.wait_left("starts", 7) == 0
+    assert status.wait_left("starts", 0) == 30 and status.wait_left("starts", 31) == 0
+    assert status.wait_left("ends", 0) == 2 and status.wait_left("ends", 2) == 0
     assert status.wait_left("now", 0) == 0

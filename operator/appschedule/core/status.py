@@ -287,10 +287,15 @@ def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
         task.pop(field, None)
 
 
-StatusWait = Literal["now", "starts", "time"]  # how long a status may wait to be written (can_wait)
+StatusWait = Literal["now", "ends", "starts", "time"]  # how long a status may wait to be written (can_wait)
 # seconds a status of each kind may wait in all, from the first plan that let it wait: a fire's run carries the
-# next run time within a minute; the end of runs that started comes within seconds, most often
-STATUS_WAITS: dict[StatusWait, float] = {"time": 60.0, "starts": 5.0}
+# next run time within a minute; a run that started is shown with its end, or after 30 s if it lasts longer;
+# successful ends wait 2 s for the rest of their AppSchedule's fire (completion to status within 5 s)
+STATUS_WAITS: dict[StatusWait, float] = {"time": 60.0, "starts": 30.0, "ends": 2.0}
+# what a successful end adds to a task's counts: nothing a user must see at once
+GOOD_COUNTS = frozenset({"runs", "late", "succeeded", "unclaimed"})
+GOOD_STATES = frozenset({"Active", "Succeeded"})
+SHAPE = ("schedule", "timeZone", "cronJob", "trackingSince")  # what a task's spec or CronJob says: at once
 
 
 def wait_left(kind: StatusWait, waited: float) -> float:
@@ -301,13 +306,36 @@ def wait_left(kind: StatusWait, waited: float) -> float:
 def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> StatusWait:
     """How long ``new`` may wait before it is written over ``old``, by what it adds (the controller bounds each
     wait: STATUS_WAITS). ``time``: only the next (and last) run time moved, a fire came: it waits for that
-    fire's run, which carries it. ``starts``: runs that started: they wait a few seconds for the rest of the
-    burst, most often their own end, and go in one write. ``now``: an end, a miss, a failure, a duplicate, a
-    condition, anything from the spec."""
+    fire's run, which carries it. ``starts``: runs that started: they wait for their end, which carries them.
+    ``ends``: runs that succeeded (and started): a moment, for the other tasks' ends of the same fire, so that
+    an AppSchedule's fire is one write. ``now``: a failure, a miss, a skip, a duplicate, a condition, a manual
+    run, anything from the spec."""
     quiet = _without_housekeeping(new, old)
     if _dump(_without_times(quiet, old)) == _dump(old):
         return "time"
-    return "starts" if _dump(_without_starts(quiet, old)) == _dump(old) else "now"
+    if _dump(_without_starts(quiet, old)) == _dump(old):
+        return "starts"
+    return "ends" if _dump(_without_ends(quiet, old)) == _dump(old) else "now"
+
+
+def _without_ends(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    """``new`` with every task that only ran and succeeded as it was in ``old``."""
+
+    def succeeded(task: dict[str, Any], was: Mapping[str, Any]) -> None:
+        counts, counted = task.get("counts") or {}, was.get("counts") or {}
+        if not isinstance(counts, Mapping) or not isinstance(counted, Mapping):
+            return
+        if any(counts.get(k, 0) != counted.get(k, 0) for k in {*counts, *counted} - GOOD_COUNTS):
+            return  # a failure, a miss, a skip, a duplicate...: at once
+        runs = [task.get("lastRun"), *(task.get("recent") or [])]
+        if not all(isinstance(r, Mapping) and r.get("state") in GOOD_STATES for r in runs if r is not None):
+            return
+        if any(task.get(k) != was.get(k) for k in ("missedTimes", "suspensions", "catchUp", *SHAPE)):
+            return
+        task.clear()
+        task.update(was)
+
+    return _without_times(_per_task(new, old, succeeded), old)
 
 
 def _without_times(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:

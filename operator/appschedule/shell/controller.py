@@ -71,6 +71,7 @@ class Outcome:
     events: int = 0
     released: int = 0
     jobs: int = 0  # Jobs created (catch-ups, backfills) and deleted (of backfills removed)
+    why: str = ""  # what the status written adds (core/status.can_wait: "now", or a wait that ran out)
 
     @property
     def writes(self) -> int:
@@ -213,7 +214,10 @@ class Controller:
         ]
 
     async def _resync(self) -> None:
-        rounds = 0
+        # round 0 would be a full one: the start (every first listing) and lead() have just planned every
+        # AppSchedule, so the first full round comes a full_resync_every later, not at once (at N = 10,000 that
+        # round was a minute of CPU, right after a start had done the same)
+        rounds = 1
         while True:
             period = self.options.resync_seconds
             await self.listed.wait()
@@ -290,11 +294,12 @@ class Controller:
         metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
         self.queue.done(key)
         log.info(
-            "reconciled %s/%s: applied=%d deleted=%d status=%d events=%d released=%d writes=%d in %.0fms",
+            "reconciled %s/%s: applied=%d deleted=%d status=%d%s events=%d released=%d writes=%d in %.0fms",
             *key,
             outcome.applied,
             outcome.deleted,
             outcome.status,
+            f" ({outcome.why})" if outcome.why else "",
             outcome.events,
             outcome.released,
             outcome.writes,
@@ -353,7 +358,7 @@ class Controller:
             if decided.status_changed:
                 if not await write.status(appschedule, decided.status, now):
                     return Result(outcome)  # refused for good: said, and every held Job let go
-                outcome.status = 1
+                outcome.status, outcome.why = 1, decided.status_wait
                 metrics.record_durations(*key, decided.finished)
             outcome.released = await write.release(decided.release)  # recorded in the status written
             outcome.events = await write.events(appschedule, decided.events, now)
