@@ -49,3 +49,24 @@ def test_the_schedule_interval_is_the_gap_after_the_next_fire_across_daylight_sa
     assert sample("appschedule_schedule_interval_seconds", **labels, task="hourly") == 3600
     assert sample("appschedule_schedule_interval_seconds", **labels, task="odd") is None
     metrics.forget("ns-interval", "shop", ["nightly", "hourly", "odd"])
+
+
+def test_durations_are_a_histogram_per_task_and_result_and_go_with_the_task() -> None:
+    """As prometheus_client's Histogram wrote them: cumulative buckets by ``le``, +Inf, count and sum; a run
+    longer than the last bound is only in +Inf."""
+    labels = {"namespace": "ns-durations", "appschedule": "shop", "task": "report"}
+    metrics.record_durations("ns-durations", "shop", [("report", "succeeded", s) for s in (0.5, 1.0, 61.0, 30000.0)])
+    metrics.record_durations("ns-durations", "shop", [("report", "failed", 2.0)])
+    name = "appschedule_run_duration_seconds"
+    ok = {**labels, "result": "succeeded"}
+    assert sample(f"{name}_bucket", **ok, le="1.0") == 2  # 0.5 and 1.0: a bound is inclusive
+    assert sample(f"{name}_bucket", **ok, le="60.0") == 2
+    assert sample(f"{name}_bucket", **ok, le="300.0") == 3
+    assert sample(f"{name}_bucket", **ok, le="21600.0") == 3
+    assert sample(f"{name}_bucket", **ok, le="+Inf") == sample(f"{name}_count", **ok) == 4
+    assert sample(f"{name}_sum", **ok) == 0.5 + 1.0 + 61.0 + 30000.0
+    assert sample(f"{name}_bucket", **labels, result="failed", le="5.0") == 1
+    assert sample(f"{name}_created", **ok) is not None
+    assert sample("appschedule_runs_total", **labels, result="succeeded") == 0  # its counters exist at 0 too
+    metrics.forget("ns-durations", "shop", ["report"])
+    assert b"ns-durations" not in generate_latest(metrics.REGISTRY)
