@@ -177,3 +177,30 @@ def test_a_batch_of_events_wakes_at_once_or_for_the_burst_by_kind() -> None:
     controller = asyncio.run(take())
     assert list(controller.queue.urgent) == [("shop", "shop")]
     assert set(controller.queue.soon) == {("shop", "")}
+
+
+def test_views_from_separate_events_share_their_strings_and_keep_their_values() -> None:
+    """Each event is its own json.loads, so each held its own copy of every string; a projection interns them
+    (core/view.shared): two CronJobs' views share their field names and repeated values, and equal the body."""
+    body = {
+        "metadata": {"name": "shop-report", "namespace": "shop", "uid": "u1", "resourceVersion": "7",
+                     "labels": {naming.LABEL_APPSCHEDULE: "shop", naming.LABEL_TASK: "report"}},
+        "spec": {"schedule": "30 2 * * *", "timeZone": "Europe/Berlin", "successfulJobsHistoryLimit": 3,
+                 "jobTemplate": {"spec": {"template": {"spec": {"containers": [
+                     {"name": "app", "image": "registry.example.com/shop/web:2026.12.06", "command": ["report"],
+                      "resources": {"limits": {"cpu": "500m"}}}]}}}}},
+    }  # fmt: skip
+    raw = json.dumps(body)
+    first, second = project_cronjob(json.loads(raw)), project_cronjob(json.loads(raw))
+    assert first.spec == body["spec"] and first.metadata["labels"] == body["metadata"]["labels"]
+    image = [
+        c["image"] for v in (first, second) for c in v.spec["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    ]
+    assert image[0] is image[1]  # one string for both
+    keys = [next(k for k in v.spec if k == "timeZone") for v in (first, second)]
+    assert keys[0] is keys[1]
+    status = {"tasks": [{"name": "report", "lastRun": {"scheduledTime": "2026-10-25T00:30:00Z", "state": "Active"}}]}
+    views = [project_appschedule(json.loads(json.dumps({"metadata": {"name": n}, "spec": {}, "status": status})))
+             for n in ("a", "b")]  # fmt: skip
+    runs = [v.status["tasks"][0]["lastRun"]["scheduledTime"] for v in views]
+    assert runs[0] is runs[1] and views[0].status == status
