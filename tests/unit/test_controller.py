@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -217,6 +218,12 @@ def test_a_backlog_is_counted_in_one_reconcile_from_a_view_one_list_confirmed() 
     assert task["counts"]["runs"] == task["counts"]["succeeded"] == 12 and task["counts"]["manual"] == 1
     assert task["filedThrough"]["name"] in {b["metadata"]["name"] for b in bodies}
     assert all(naming.LEDGER_FINALIZER not in j["metadata"]["finalizers"] for j in cluster.jobs.values())
+    # the status as the API server gives it back (JSON) is what the next plan makes of the same world: no write
+    stored = json.loads(json.dumps(cluster.statuses[KEY]))
+    again = {**settled, "status": stored, "metadata": {**settled["metadata"], "resourceVersion": "3"}}
+    cluster.calls.clear()
+    result = run(lambda: controller(cluster, again, deployment).reconcile(KEY, fires[-1] + timedelta(minutes=1)))
+    assert result.outcome.writes == 0 and not [c for c in cluster.calls if c.startswith("replace_status")]
 
 
 def test_a_mark_planned_again_after_a_cronjob_write_failed_is_written_from_a_listed_view() -> None:

@@ -8,7 +8,6 @@ run *that CronJob* makes, also while its spec is invalid or its update was refus
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -225,7 +224,7 @@ def changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     wrote), so they ride on the next write that matters, and the status stored is always the whole result
     of one step. Every count, run, time (``checkedUntil`` included), condition or new record is written at
     once."""
-    return _dump(_without_housekeeping(new, old)) != _dump(old)
+    return not _same(_without_housekeeping(new, old), old)
 
 
 def needs_listed_view(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
@@ -247,8 +246,11 @@ def _missed(status: Mapping[str, Any]) -> int:
     return total
 
 
-def _dump(status: Mapping[str, Any]) -> str:
-    return json.dumps(status, sort_keys=True, default=str)
+def _same(status: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Equal as JSON values. Both are JSON (a model dumped in json mode, or what the API server stored), so ``==``
+    judges them as comparing their sorted dumps did (but that 1, 1.0 and true are equal to it), at a fraction of the
+    cost: the dumps were 12 % of the operator's CPU at 900 runs a minute (BENCHMARKS.md)."""
+    return dict(status) == dict(other)
 
 
 def _per_task(
@@ -311,11 +313,11 @@ def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> StatusWait:
     an AppSchedule's fire is one write. ``now``: a failure, a miss, a skip, a duplicate, a condition, a manual
     run, anything from the spec."""
     quiet = _without_housekeeping(new, old)
-    if _dump(_without_times(quiet, old)) == _dump(old):
+    if _same(_without_times(quiet, old), old):
         return "time"
-    if _dump(_without_starts(quiet, old)) == _dump(old):
+    if _same(_without_starts(quiet, old), old):
         return "starts"
-    return "ends" if _dump(_without_ends(quiet, old)) == _dump(old) else "now"
+    return "ends" if _same(_without_ends(quiet, old), old) else "now"
 
 
 def _without_ends(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
