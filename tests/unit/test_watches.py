@@ -10,6 +10,7 @@ import io
 import json
 import socket
 from datetime import UTC, datetime
+from typing import Any
 
 import urllib3
 from hypothesis import given
@@ -182,7 +183,7 @@ def test_a_batch_of_events_wakes_at_once_or_for_the_burst_by_kind() -> None:
 def test_views_from_separate_events_share_their_strings_and_keep_their_values() -> None:
     """Each event is its own json.loads, so each held its own copy of every string; a projection interns them
     (core/view.shared): two CronJobs' views share their field names and repeated values, and equal the body."""
-    body = {
+    body: dict[str, Any] = {
         "metadata": {"name": "shop-report", "namespace": "shop", "uid": "u1", "resourceVersion": "7",
                      "labels": {naming.LABEL_APPSCHEDULE: "shop", naming.LABEL_TASK: "report"}},
         "spec": {"schedule": "30 2 * * *", "timeZone": "Europe/Berlin", "successfulJobsHistoryLimit": 3,
