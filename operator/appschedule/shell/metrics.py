@@ -26,8 +26,8 @@ from ..core.schedule import ScheduleError, next_fire, parse
 REGISTRY = CollectorRegistry()
 LABELS = ("namespace", "appschedule", "task")
 
-# the per-task series: (name, help, extra label) of each family, kept compactly in TaskSeries (one object a task,
-# not one prometheus_client child a series: at 10,000 AppSchedules those children were 300 MiB)
+# the per-task families, (name, help) each; their values are kept in one TaskSeries a task (not one
+# prometheus_client child a series: at 10,000 AppSchedules those children were 300 MiB)
 RUNS = (
     "appschedule_runs",
     "Runs counted by the ledger, by result: started (a scheduled time got a "
@@ -113,7 +113,8 @@ class TaskSeries:
 
 class TaskMetrics(Collector):
     """The per-task series, exposed at each scrape from TaskSeries (a custom collector, as prometheus_client
-    documents for metrics kept elsewhere). Written on the event loop, read by the metrics server's thread."""
+    documents for metrics kept elsewhere). Written on the event loop, read by the metrics server's thread: the
+    lock guards which tasks there are; a scrape copies each task's lists (a count it reads may be one write old)."""
 
     def __init__(self) -> None:
         self.series: dict[tuple[str, str, str], TaskSeries] = {}
