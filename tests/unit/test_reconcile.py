@@ -335,10 +335,10 @@ def test_backfills_at_the_schemas_bound_and_odd_entries_are_planned_not_raised(
 
 
 def test_how_long_a_status_may_wait_is_the_cores() -> None:
-    """A next run time waits up to a minute for its fire's run; started runs 30 s for their end; successful ends
+    """A next run time waits up to a minute for its fire's run; started runs 5 s for their end; successful ends
     2 s for the rest of their fire; anything else is written at once, and a status that waited its time is written
     whatever comes."""
     assert status.wait_left("time", 0) == 60 and status.wait_left("time", 59.5) == 0.5
-    assert status.wait_left("starts", 0) == 30 and status.wait_left("starts", 31) == 0
+    assert status.wait_left("starts", 0) == 5 and status.wait_left("starts", 7) == 0
     assert status.wait_left("ends", 0) == 2 and status.wait_left("ends", 2) == 0
     assert status.wait_left("now", 0) == 0

@@ -291,9 +291,10 @@ def _restore(task: dict[str, Any], was: Mapping[str, Any], field: str) -> None:
 
 StatusWait = Literal["now", "ends", "starts", "time"]  # how long a status may wait to be written (can_wait)
 # seconds a status of each kind may wait in all, from the first plan that let it wait: a fire's run carries the
-# next run time within a minute; a run that started is shown with its end, or after 30 s if it lasts longer;
-# successful ends wait 2 s for the rest of their AppSchedule's fire (completion to status within 5 s)
-STATUS_WAITS: dict[StatusWait, float] = {"time": 60.0, "starts": 30.0, "ends": 2.0}
+# next run time within a minute; a run that started is shown with its end, or after 5 s if it lasts longer (the
+# soak holds every Job recorded within seconds: a 30 s wait failed it); successful ends wait 2 s for the rest of
+# their AppSchedule's fire (completion to status within 5 s)
+STATUS_WAITS: dict[StatusWait, float] = {"time": 60.0, "starts": 5.0, "ends": 2.0}
 # what a successful end adds to a task's counts: nothing a user must see at once
 GOOD_COUNTS = frozenset({"runs", "late", "succeeded", "unclaimed"})
 GOOD_STATES = frozenset({"Active", "Succeeded"})
@@ -308,7 +309,7 @@ def wait_left(kind: StatusWait, waited: float) -> float:
 def can_wait(new: Mapping[str, Any], old: Mapping[str, Any]) -> StatusWait:
     """How long ``new`` may wait before it is written over ``old``, by what it adds (the controller bounds each
     wait: STATUS_WAITS). ``time``: only the next (and last) run time moved, a fire came: it waits for that
-    fire's run, which carries it. ``starts``: runs that started: they wait for their end, which carries them.
+    fire's run, which carries it. ``starts``: runs that started: they wait a few seconds for their end.
     ``ends``: runs that succeeded (and started): a moment, for the other tasks' ends of the same fire, so that
     an AppSchedule's fire is one write. ``now``: a failure, a miss, a skip, a duplicate, a condition, a manual
     run, anything from the spec."""
