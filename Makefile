@@ -93,8 +93,8 @@ SOAK_SEED ?= 1
 soak: venv tools  ## the chaos soak: SOAK_MINUTES (default 10) of chaos, seeded by SOAK_SEED; the ledger against the audit log
 	$(BIN)/python -m tests.soak.soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED)
 
-soak-ci: venv tools  ## the short soak CI runs: 3 minutes, a seed whose plan has every kind of chaos
-	$(STEP) soak-ci $(BIN)/python -m tests.soak.soak --minutes 3 --seed 5
+soak-ci: venv tools  ## the short soak CI runs: 3 minutes, three replicas sharing 3 shards, a seed whose plan has every kind of chaos
+	$(STEP) soak-ci $(BIN)/python -m tests.soak.soak --minutes 3 --seed 5 --shards 3
 
 longest: venv  ## the N (default 10) longest functions of the operator's code, longest first
 	$(BIN)/python hack/lint/longest.py $(N)

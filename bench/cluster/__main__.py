@@ -157,7 +157,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     quick = args.quick
     args.sizes = [int(s) for s in (args.sizes or ("20,100" if quick else "100,1000")).split(",")]
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = set(args.scenarios) - {"cold", "change", "rollout", "idle", "restart", "admission", "fires"}
+    unknown = set(args.scenarios) - {"cold", "change", "rollout", "idle", "restart", "admission", "fires", "shares"}
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     args.idle_seconds = args.idle_seconds or (30.0 if quick else 300.0)
@@ -223,6 +223,9 @@ async def bench_main(args: argparse.Namespace, state: Path) -> Path:
         if "fires" in args.scenarios:
             for n in args.fires_sizes:
                 await scenarios.fires.fires(bench, n, args.fires_minutes)
+        if "shares" in args.scenarios:
+            for n in args.fires_sizes:
+                await scenarios.shares.shares(bench, n, args.fires_minutes)
         bench.results["machine"]["loadavg_at_end"] = list(os.getloadavg())
         bench.results["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
         bench.save()

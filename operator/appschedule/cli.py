@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .core import keys, models, naming, render, schedule
+from .core.shards import SHARDS_MAX
 
 if TYPE_CHECKING:
     from .shell import webhook_server
@@ -154,7 +155,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.webhook_service and "/" not in args.webhook_service:
         raise UserError("--webhook-service must be <namespace>/<name>")
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    election = handlers.Election(args.leader_election_namespace, args.leader_election_name, identity)
+    if args.shards is not None and not 1 <= args.shards <= SHARDS_MAX:
+        raise UserError(f"--shards takes a number from 1 to {SHARDS_MAX}")
+    if args.shards and args.shards > 1 and len(args.leader_election_name) > 63:  # the label value on every Lease
+        raise UserError("--leader-election-name: at most 63 characters with --shards")
+    election = handlers.Election(
+        args.leader_election_namespace, args.leader_election_name, identity, shards=args.shards or 1
+    )
     launch = handlers.Launch(
         controller.Options(
             resync_seconds=args.resync_seconds,
@@ -162,7 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             full_resync_every=args.full_resync_every,
             metrics_port=args.metrics_port,
         ),
-        election=election if args.leader_elect else None,
+        election=election if args.leader_elect or (args.shards or 1) > 1 else None,
         namespaces=tuple(args.namespace or ()),
     )
     name_without_passwd_entry()
@@ -290,7 +297,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("POD_NAMESPACE") or "default",
         help="namespace of the Lease (default: $POD_NAMESPACE, else default)",
     )
-    run.add_argument("--leader-election-name", default="appschedule-operator", help="name of the Lease")
+    run.add_argument(
+        "--leader-election-name",
+        default="appschedule-operator",
+        help="name of the Lease (with --shards: the prefix of the shards' and members' Leases)",
+    )
+    run.add_argument(
+        "--shards",
+        type=int,
+        help="replicas share the work: the AppSchedules are split into this many shards, each led by one replica "
+        "on a Lease of its own and rebalanced when a replica comes or goes (implies --leader-elect; default 1: one "
+        "Lease, one leader)",
+    )
     run.add_argument("--log-format", choices=["json", "plain", "full"], default="json", help="default json")
     run.add_argument(
         "--webhook-port",

@@ -209,6 +209,12 @@ def test_operator_pods_are_restricted_and_highly_available(helm: Helm) -> None:
         "scheme": "HTTPS",
     }
     assert not of_kind(helm.template({"replicaCount": 1}), "PodDisruptionBudget")  # it would block every drain
+    # replicas that share the work: a Lease per shard, which the replicas list, and a gone member's they delete
+    sharded = helm.template({"replicaCount": 3, "shards": 3})
+    (args,) = [d["spec"]["template"]["spec"]["containers"][0]["args"] for d in of_kind(sharded, "Deployment")]
+    assert "--shards=3" in args and "--leader-elect" not in args
+    (election,) = [r for r in of_kind(sharded, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+    assert election["rules"][0]["verbs"] == ["get", "list", "create", "update", "delete"]
     # the AppSchedule webhook fails closed, away from the operator's namespace and kube-system; keys fail open
     (validating,) = of_kind(objects, "ValidatingWebhookConfiguration")[0]["webhooks"]
     assert validating["failurePolicy"] == "Fail"

@@ -7,11 +7,12 @@ It reconciles AppSchedules (50 with 4 tasks each by default: most ``* * * * *``,
 fail and some hang until activeDeadlineSeconds, steered through kwok; Forbid and Allow mixed) while a
 seeded plan of chaos runs:
 
-* the operator runs as two replicas (processes) with ``--leader-elect`` on one Lease, serving the webhooks
-  both on one port (SO_REUSEPORT: the kernel spreads the API server's connections over the live ones, as a
-  Service does over ready pods); every 30 to 120 s one of them is killed (SIGKILL) and started again, the
-  leader or the standby; every fourth kill (second in a short soak) takes both down from :57 to :03 of a
-  minute (a whole-operator outage across a fire);
+* the operator runs as two replicas (processes) with ``--leader-elect`` on one Lease, or with ``--shards N``
+  (N > 1) as three replicas sharing N shards (a Lease each), serving the webhooks all on one port
+  (SO_REUSEPORT: the kernel spreads the API server's connections over the live ones, as a Service does over
+  ready pods); every 30 to 120 s one of them is killed (SIGKILL) and started again, in turn, the leader or a
+  standby (with shards: whichever shards it holds); every fourth kill (second in a short soak) takes them all
+  down from :57 to :03 of a minute (a whole-operator outage across a fire);
 * kube-controller-manager is stopped once (3 minutes), kube-apiserver once (2 minutes); a soak shorter
   than 10 minutes shortens them to 90 s (over two minute boundaries, so some fires are really missed) and
   30 s;
@@ -28,7 +29,7 @@ carries its key (an unkeyed one is excused only when a replica was killed during
 up to KILL_GRACE before its answer: it may have been in flight to that one). Exit status 0 only when
 everything holds; a report (JSON, the replicas' logs, the audit log) is left in ``--out``.
 
-Usage: python -m tests.soak.soak --minutes 10 --seed 1 [--appschedules 50] [--out DIR] [--keep-cluster]
+Usage: python -m tests.soak.soak --minutes 10 --seed 1 [--shards 3] [--appschedules 50] [--out DIR] [--keep-cluster]
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ WEBHOOK_PORT = 20501 + _SHIFT  # both replicas listen on it (SO_REUSEPORT)
 PORTS = {
     "a": {"metrics": 20502 + _SHIFT, "liveness": 20503 + _SHIFT},
     "b": {"metrics": 20504 + _SHIFT, "liveness": 20505 + _SHIFT},
+    "c": {"metrics": 20506 + _SHIFT, "liveness": 20507 + _SHIFT},  # with --shards
 }
 LEASE = "appschedule-soak"
 KILL_GRACE = 1.0  # a request answered this long after a kill was reaped may still have been in flight to it
@@ -157,7 +159,7 @@ class Step:
     arg: str = field(default="", compare=False)
 
 
-def chaos_plan(rng: random.Random, seconds: float, names: list[str]) -> list[Step]:
+def chaos_plan(rng: random.Random, seconds: float, names: list[str], replicas: str = "ab") -> list[Step]:
     long = seconds >= 600
     # the controller manager is away over two minute boundaries at least, so some fires are really missed
     kcm = 180.0 if long else 90.0
@@ -193,7 +195,7 @@ def chaos_plan(rng: random.Random, seconds: float, names: list[str]) -> list[Ste
     # key), nor near the API server's outage; the operator's catch-up is measured on the backlog's Jobs only
     apart = [(kcm_at - 15, kcm_at + kcm + 30), quiet[1]]
     for n, step in enumerate(s for s in steps if s.action == "kill"):
-        step.arg = "ab"[n % 2]  # one replica, the other serving: whichever leads at the time
+        step.arg = replicas[n % len(replicas)]  # one replica, in turn, the others serving: whatever it leads
         if n % whole == whole - 1:  # both, down from :57 to :03 (execute): across a fire
             for at in (step.at - (step.at - 57) % 60, _at_second(step.at, 57)):  # the :57 before it, or after
                 if 0 < at < seconds and free(at, apart) and free(at + 15, apart):
@@ -249,13 +251,13 @@ class Operator(kit.Operator):
     """One replica of the operator under chaos (the kit's launcher): counting its kills and the exits it did
     not ask for, and keeping the spans of time its webhooks served (from its port seen open to its kill)."""
 
-    def __init__(self, replica: str, kubeconfig: Path, log_path: Path, cert_dir: Path) -> None:
+    def __init__(self, replica: str, kubeconfig: Path, log_path: Path, cert_dir: Path, shards: int = 1) -> None:
         ports = PORTS[replica]
         args = [
             "run",
             "--log-format",
             "json",
-            "--leader-elect",
+            *(["--shards", str(shards)] if shards > 1 else ["--leader-elect"]),
             "--leader-election-namespace",
             "default",
             "--leader-election-name",
@@ -404,7 +406,8 @@ class Soak:
         cert_dir = self.out / "webhook-certs"
         certs.generate(cert_dir, ["127.0.0.1", "localhost"])
         self.replicas = {
-            name: Operator(name, self.cluster.kubeconfig, self.out / f"operator-{name}.log", cert_dir) for name in PORTS
+            name: Operator(name, self.cluster.kubeconfig, self.out / f"operator-{name}.log", cert_dir, self.args.shards)
+            for name in (PORTS if self.args.shards > 1 else "ab")
         }
         self.restart(list(self.replicas.values()))
         for n in range(self.args.namespaces):
@@ -452,7 +455,7 @@ class Soak:
 
     def run(self) -> None:
         seconds = self.args.minutes * 60
-        plan = chaos_plan(self.rng, seconds, sorted(self.plan))
+        plan = chaos_plan(self.rng, seconds, sorted(self.plan), "".join(self.replicas))
         (self.out / "plan.json").write_text(json.dumps([s.__dict__ for s in plan], indent=1))
         # the plan is relative to a minute boundary, so its :30 suspensions fall at :30
         time.sleep(60 - time.time() % 60)
@@ -584,12 +587,19 @@ class Soak:
             replica.check()
 
     def leader(self) -> str | None:
-        """The replica the Lease names (its holder is soak-<replica>_<suffix>, from POD_NAME), None when unreadable."""
-        try:
-            lease = client.CoordinationV1Api(self.api).read_namespaced_lease(LEASE, "default", _request_timeout=TIMEOUT)
-        except API_ERRORS:
-            return None
-        return (lease.spec.holder_identity or "").removeprefix("soak-").split("_")[0] or None
+        """The replica the Lease names (its holder is soak-<replica>_<suffix>, from POD_NAME), None when unreadable;
+        with shards, the holder of each shard's Lease in order ("-": none)."""
+        leases = [f"{LEASE}-shard-{n}" for n in range(self.args.shards)] if self.args.shards > 1 else [LEASE]
+        holders = []
+        coordination = client.CoordinationV1Api(self.api)
+        for name in leases:
+            try:
+                lease = coordination.read_namespaced_lease(name, "default", _request_timeout=TIMEOUT)
+            except API_ERRORS:
+                holders.append("-")
+                continue
+            holders.append((lease.spec.holder_identity or "").removeprefix("soak-").split("_")[0] or "-")
+        return None if set(holders) == {"-"} else ",".join(holders)
 
     def current(self, original: str) -> str:
         """The live AppSchedule that stands for ``original`` (it may have been replaced)."""
@@ -903,6 +913,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the chaos phase (default 10)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--appschedules", type=int, default=50)
+    parser.add_argument("--shards", type=int, default=1, help="more than 1: three replicas share this many shards")
     parser.add_argument("--tasks", type=int, default=4, help="tasks per AppSchedule (default 4)")
     parser.add_argument("--namespaces", type=int, default=5)
     parser.add_argument("--out", default=str(CACHE / "soak-report"), help="where the report is left")

@@ -1,5 +1,5 @@
 """The scenarios, one module each (``--scenarios``); each function takes the run's ``Bench``."""
 
-from . import admission, change, cold, fires, idle, restart, rollout
+from . import admission, change, cold, fires, idle, restart, rollout, shares
 
-__all__ = ["admission", "change", "cold", "fires", "idle", "restart", "rollout"]
+__all__ = ["admission", "change", "cold", "fires", "idle", "restart", "rollout", "shares"]

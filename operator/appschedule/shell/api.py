@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +34,11 @@ from ..core.failures import Failure
 FIELD_MANAGER = "appschedule-operator"
 TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for a response
 REVIEW_TIMEOUT = (2.0, 4.0)  # a SubjectAccessReview asked inside an admission request
+
+
+# the AppSchedule a reconcile's requests are for: set by the worker (controller._process) in its own task, so the
+# threads its requests run in (asyncio.to_thread copies the context) carry it to the fence and to in_flight
+WRITING_FOR: ContextVar[tuple[str, str] | None] = ContextVar("appschedule_writing_for", default=None)
 
 
 def failure_of(error: ApiException) -> Failure:
@@ -75,11 +81,11 @@ class Cluster:
         self.batch = client.BatchV1Api(api)
         self.core = client.CoreV1Api(api)
         self._lock = threading.Lock()
-        self._inflight: dict[int, float] = {}
+        self._inflight: dict[int, tuple[float, tuple[str, str] | None]] = {}  # started, for which AppSchedule
         self.requests: Counter[str] = Counter()  # by namespace, for the liveness probe and tests
         # called before every write of a reconcile; raises (leader.Fenced) when this replica may not write, else
         # says how many seconds it may still write (before its Lease could pass to another replica)
-        self.fence: Callable[[], float] | None = None
+        self.fence: Callable[[tuple[str, str] | None], float] | None = None
 
     def _write(self) -> tuple[float, float] | float:
         """Before every write of a reconcile: refused (leader.Fenced) when this replica may not write. Returns the
@@ -87,14 +93,14 @@ class Cluster:
         could pass to another replica, so no write of this replica is still waiting when another one leads."""
         if self.fence is None:
             return self.timeout
-        left = self.fence()
+        left = self.fence(WRITING_FOR.get())
         return max(0.1, min(left, sum(self.timeout)))
 
     @contextmanager
     def _call(self, namespace: str) -> Iterator[None]:
         token = object()
         with self._lock:
-            self._inflight[id(token)] = time.monotonic()
+            self._inflight[id(token)] = (time.monotonic(), WRITING_FOR.get())
             self.requests[namespace] += 1
         try:
             yield
@@ -105,8 +111,14 @@ class Cluster:
     def oldest_call(self) -> float:
         """Seconds the oldest request in flight has been waiting (0 when none is)."""
         with self._lock:
-            started = min(self._inflight.values(), default=None)
+            started = min((at for at, _ in self._inflight.values()), default=None)
         return 0.0 if started is None else time.monotonic() - started
+
+    def in_flight(self, which: Callable[[tuple[str, str]], bool]) -> bool:
+        """Whether a request made for an AppSchedule ``which`` selects is still waiting for its answer (--shards:
+        a shard is released only once none of its writes is)."""
+        with self._lock:
+            return any(key is not None and which(key) for _, key in self._inflight.values())
 
     @staticmethod
     def _json(response: Any) -> dict[str, Any]:

@@ -13,7 +13,8 @@ changed, and never delays a watch event's reconcile.
 
 While this replica does not lead (``--leader-elect``: another holds the Lease, leader.py), no worker
 takes a key and the resync queues nothing; the watches keep the store current, so ``lead()`` only has to
-plan every AppSchedule once.
+plan every AppSchedule once. With ``--shards`` (shards.py) it plans only the AppSchedules of the shards it
+holds (``owns``): ``gain()`` plans a shard's AppSchedules once when it comes, ``lose()`` lets a shard go.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,7 +40,7 @@ from ..core.schedule import earliest
 from ..core.status import StatusWait, needs_listed_view, wait_left
 from ..core.view import AppScheduleView, View, World, project_deployment
 from . import metrics
-from .api import Cluster, failure_of
+from .api import WRITING_FOR, Cluster, failure_of
 from .leader import Fenced
 from .store import DeploymentMiss, Store
 from .watches import Change, Gone
@@ -104,13 +105,16 @@ class Controller:
     # plans run here, off the event loop, one at a time: a plan is CPU under the GIL, so more threads would
     # plan no faster and only queue the loop (webhooks, probes) behind more of them
     _planner: ThreadPoolExecutor = field(init=False, repr=False)
+    # the AppSchedules this replica plans (--shards: those of the shards it holds, shards.py); every one otherwise
+    owns: Callable[[Key], bool] = field(default=lambda key: True, repr=False)
 
     def __post_init__(self) -> None:
         self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
 
     def wake(self, keys: set[Key], *, urgent: bool = True) -> None:
         for key in keys:
-            self.queue.add(key, urgent=urgent)
+            if self.owns(key):
+                self.queue.add(key, urgent=urgent)
 
     def _wait_left(self, key: Key, kind: StatusWait) -> float:
         """Seconds a status of this kind may still wait (core/status.wait_left), counted from the first plan that
@@ -123,7 +127,8 @@ class Controller:
     def wake_soon(self, keys: set[Key]) -> None:
         """For a Job's events: one reconcile for the burst they come in (workqueue.add_soon)."""
         for key in keys:
-            self.queue.add_soon(key)
+            if self.owns(key):
+                self.queue.add_soon(key)
 
     def take_listing(self, kind: str, namespace: str | None, views: Sequence[View]) -> None:
         """A watch's listing (watches.py) into the store, and who it wakes. After the first listings, a relisting
@@ -189,6 +194,24 @@ class Controller:
         """This replica stopped leading: the workers finish what they hold (its writes are fenced) and wait."""
         self.running.clear()
 
+    def gain(self, which: Callable[[Key], bool]) -> None:
+        """--shards: this replica took shards (``owns`` says so already): plan each of their AppSchedules once, as
+        ``lead()`` plans every one."""
+        self.running.set()
+        self.wake({key for key in self.store.appschedules if which(key)})
+
+    def lose(self, which: Callable[[Key], bool], *, holds_any: bool) -> None:
+        """--shards: shards went to another replica (their writes are fenced already): no more timers for their
+        AppSchedules, and their series leave this replica's metrics (their new holder exports them); with no shard
+        left, the workers wait."""
+        for key in [k for k in self.timers if which(k)]:
+            self.timers.pop(key).cancel()
+        for key in [k for k in self.waiting if which(k)]:  # a status that waited here is its new holder's to write
+            del self.waiting[key]
+        metrics.forget_appschedules(which)
+        if not holds_any:
+            self.running.clear()
+
     def health(self) -> dict[str, Any]:
         """For the liveness probe: raises when a worker is stuck (a request or reconcile far past every timeout)."""
         stuck = max(self.queue.longest_active(), self.cluster.oldest_call() if self.cluster else 0.0)
@@ -210,7 +233,7 @@ class Controller:
         return [
             key
             for key, view in self.store.appschedules.items()
-            if full or str(view.status.get("nextRunTime") or "") <= stamp
+            if (full or str(view.status.get("nextRunTime") or "") <= stamp) and self.owns(key)
         ]
 
     async def _resync(self) -> None:
@@ -239,6 +262,9 @@ class Controller:
         while True:
             await self.running.wait()
             key = await self.queue.get()
+            if not self.owns(key):  # its shard went to another replica while it waited: that one plans it
+                self.queue.done(key)
+                continue
             if not self.running.is_set():  # paused while waiting for a key: leave it for later
                 self.queue.done(key)
                 self.queue.add(key)
@@ -257,6 +283,7 @@ class Controller:
         next leader."""
         started = time.monotonic()
         now = datetime.now(UTC)
+        WRITING_FOR.set(key)  # the fence of --shards asks whose writes these are (this worker's task only)
         try:
             result = await self.reconcile(key, now)
         except Fenced as error:  # a write outside the reconcile's own (none today): as a fenced result
@@ -443,5 +470,5 @@ class Controller:
 
     def _timer_fired(self, key: Key) -> None:
         self.timers.pop(key, None)
-        if key in self.store.appschedules and self.running.is_set():
+        if key in self.store.appschedules and self.running.is_set() and self.owns(key):
             self.queue.add(key, urgent=False)

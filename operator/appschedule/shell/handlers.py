@@ -41,6 +41,7 @@ from . import metrics, webhook_server
 from .api import Cluster, api_client
 from .controller import WATCHED, Controller, Options
 from .leader import LeaderElector
+from .shards import ShardElector
 from .watches import KINDS, Change, Listing, Watch
 
 log = logging.getLogger("appschedule")
@@ -53,6 +54,7 @@ class Election:
     namespace: str
     name: str
     identity: str
+    shards: int = 1  # more than 1 (--shards): a Lease per shard, each replica leading a share (shards.py)
 
 
 @dataclass
@@ -91,6 +93,20 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo["controller"] = controller
     if launch.election is None:
         await controller.start()
+    elif launch.election.shards > 1:
+        election = launch.election
+        sharded = ShardElector(
+            cluster.api, election.namespace, election.name, election.identity, election.shards,
+            on_gain=lambda shards: controller.gain(lambda key: sharded.shard(key) in shards),
+            on_lose=lambda shards: controller.lose(lambda key: sharded.shard(key) in shards,
+                                                   holds_any=bool(sharded.renewed)),
+            writing=cluster.in_flight,
+        )  # fmt: skip
+        controller.owns = sharded.owns
+        cluster.fence = sharded.fence
+        memo["elector"] = sharded
+        await controller.start(lead=False)
+        memo["election"] = asyncio.create_task(sharded.run())
     else:
         election = launch.election
         elector = LeaderElector(

@@ -65,11 +65,11 @@ class LeaderElector:
     def may_write(self) -> bool:
         return self.leading and self.renewed_at is not None and self.clock() - self.renewed_at < RENEW_DEADLINE_SECONDS
 
-    def fence(self) -> float:
-        """Raise ``Fenced`` unless this replica may write now (api.py calls it before every write); else the
-        seconds the write may take: until ``FENCE_SLACK`` before another replica could take the Lease (its
-        holder renewed it at ``renewed_at`` at the latest), at least the fence's margin (LEASE_SECONDS -
-        RENEW_DEADLINE_SECONDS) minus the slack."""
+    def fence(self, key: tuple[str, str] | None = None) -> float:
+        """Raise ``Fenced`` unless this replica may write now, for any AppSchedule ``key`` (api.py calls it before
+        every write); else the seconds the write may take: until ``FENCE_SLACK`` before another replica could take
+        the Lease (its holder renewed it at ``renewed_at`` at the latest), at least the fence's margin
+        (LEASE_SECONDS - RENEW_DEADLINE_SECONDS) minus the slack."""
         if not self.may_write():
             raise Fenced(f"not the leader on Lease {self.namespace}/{self.name}: no write")
         assert self.renewed_at is not None

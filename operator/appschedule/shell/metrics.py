@@ -12,7 +12,7 @@ import bisect
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -246,3 +246,11 @@ def forget(namespace: str, appschedule: str, tasks: Iterable[str]) -> None:
     """Drop the series of tasks (or of a whole AppSchedule) that are gone."""
     for task in tasks:
         TASKS.drop((namespace, appschedule, task))
+
+
+def forget_appschedules(which: Callable[[tuple[str, str]], bool]) -> None:
+    """Drop the series of the AppSchedules ``which`` selects (--shards: a shard this replica no longer holds; its new
+    holder exports them, so a sum over replicas counts each once)."""
+    with TASKS.lock:
+        for labels in [labels for labels in TASKS.series if which((labels[0], labels[1]))]:
+            del TASKS.series[labels]
