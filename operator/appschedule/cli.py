@@ -10,6 +10,7 @@ import contextlib
 import getpass
 import logging
 import os
+import re
 import socket
 import sys
 import uuid
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core import keys, models, naming, render, schedule
+from .core import crontab, keys, models, naming, render, schedule
 from .core.shards import SHARDS_MAX
 
 if TYPE_CHECKING:
@@ -244,6 +245,33 @@ def cmd_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_crontab(args: argparse.Namespace) -> int:
+    """Print the AppSchedule a crontab means (core/crontab.py), with where each task came from and what was not
+    carried over; writes nothing to the cluster."""
+    source = Path(args.file)
+    try:
+        text = sys.stdin.read() if args.file == "-" else source.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{args.file}: {error}") from None
+    name = "stdin" if args.file == "-" else str(source)
+    system = args.system if args.system is not None else name == "/etc/crontab" or name.startswith("/etc/cron.d/")
+    try:
+        found = crontab.read(text, name, datetime.now(UTC), system=system, time_zone=args.time_zone)
+    except crontab.CrontabError as error:
+        raise UserError(str(error)) from None
+    if not found.tasks:
+        for line in crontab.comments(found):
+            print(line, file=sys.stderr)
+        raise UserError(f"{name}: no entry to import")
+    title = args.name or (re.sub(r"[^a-z0-9]+", "-", source.stem.lower()).strip("-")[:40] or "crontab")
+    document = crontab.appschedule(found, name=title, deployment=args.deployment, namespace=args.namespace)
+    header = "".join(f"# {line}\n" for line in crontab.comments(found))
+    sys.stdout.write(header + yaml.safe_dump(document, sort_keys=False, width=120))
+    for skipped in found.skipped:
+        print(f"not carried over: {skipped.source}: {skipped.reason}", file=sys.stderr)
+    return 0
+
+
 def cmd_release_jobs(args: argparse.Namespace) -> int:
     """Take the ledger's finalizer off every Job of a task: for uninstalling the operator (a Job still
     running would otherwise wait for a ledger that is gone). Uses the current kubeconfig."""
@@ -388,6 +416,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     release.add_argument("-n", "--namespace", action="append", help="only this namespace (repeatable; default: all)")
     release.set_defaults(func=cmd_release_jobs)
+
+    imports = commands.add_parser(
+        "import", help="print an AppSchedule for schedules kept elsewhere (writes nothing to the cluster)"
+    )
+    sources = imports.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    cron = sources.add_parser(
+        "crontab",
+        help="a crontab (user or system form): one task per entry, with the file and line it came from and "
+        "what could not be carried over",
+    )
+    cron.add_argument("file", metavar="FILE", help="the crontab (- for stdin)")
+    cron.add_argument("--deployment", required=True, help="the Deployment whose image runs the tasks")
+    cron.add_argument("--name", help="the AppSchedule's name (default: from the file's name)")
+    cron.add_argument("-n", "--namespace", help="the AppSchedule's namespace (default: none in the YAML)")
+    cron.add_argument(
+        "--time-zone",
+        default="UTC",
+        help="the zone the host's cron read schedules in, before any CRON_TZ (default UTC)",
+    )
+    form = cron.add_mutually_exclusive_group()
+    form.add_argument(
+        "--system",
+        dest="system",
+        action="store_true",
+        default=None,
+        help="the system form (a user after the schedule; default for /etc/crontab, /etc/cron.d/*)",
+    )
+    form.add_argument("--user", dest="system", action="store_false", help="the user form (crontab -e)")
+    cron.set_defaults(func=cmd_import_crontab)
 
     commands.add_parser(  # its arguments are the library's own: main() hands them over before parsing
         "claim",

@@ -45,8 +45,10 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "count_fires",
+    "earliest",
     "fires_after",
     "fires_between",
+    "matches_wall",
     "next_fire",
     "parse",
     "previous_fire",
@@ -570,6 +572,14 @@ def _wall_matches(schedule: Schedule, wall: int) -> bool:
         schedule.hours >> rest // 3600 & 1
         and schedule.minutes >> rest // 60 % 60 & 1
         and _day_matches(schedule, date.fromordinal(day + _EPOCH_ORDINAL))
+    )
+
+
+def matches_wall(schedule: Schedule, wall: datetime) -> bool:
+    """Whether the schedule's fields match a wall-clock minute (naive, in the schedule's zone), whether or not
+    that minute exists there (a DST gap): what cron, reading the fields alone, would call due."""
+    return bool(
+        schedule.hours >> wall.hour & 1 and schedule.minutes >> wall.minute & 1 and _day_matches(schedule, wall.date())
     )
 
 

@@ -1,0 +1,311 @@
+"""A crontab read into an AppSchedule's tasks (``appschedule import crontab``, issue 35 item 2): pure.
+
+``read(text, filename, ...)`` takes a crontab as cron (Vixie cron, cronie) reads it and returns the tasks, each
+with the file and line it came from, and every line it could not carry over with the reason. Nothing is
+silently changed: a line either becomes a task that fires at exactly the times cron would fire it (in the
+zone the task states), or it is listed.
+
+What a line may be, as crontab(5) has it:
+
+* blank, or a comment (``#`` first): skipped;
+* an environment setting, ``NAME = value`` (the value may be quoted): it applies to the entries after it.
+  ``CRON_TZ`` is the zone the following schedules are read in (cronie); ``SHELL`` the shell that runs their
+  commands (default ``/bin/sh``); ``MAILTO`` and ``MAILFROM`` have no counterpart (a Job mails nobody) and are
+  reported; every other one (``TZ``, ``PATH``, ``HOME``...) goes into the tasks' ``env``, as cron passes it;
+* an entry: five fields or an ``@`` nickname, then (a system crontab: ``/etc/crontab``, ``/etc/cron.d``) the
+  user, then the command. In the command the first unescaped ``%`` ends it; what follows is its standard
+  input, each further ``%`` a newline (``\\%`` is a ``%``), ended by a newline. The task runs ``SHELL -c
+  command``, its input, if any, piped from ``printf``.
+
+What does not carry over, and why:
+
+* ``@reboot``: no schedule; the app's start is the place for it;
+* a schedule whose day of month and day of week are both restricted while one starts with ``*`` and has a
+  step (``*/2``): cron then fires on days that match *both*, the CronJob controller on days that match
+  *either*; no five fields say "both";
+* a schedule the CronJob controller would not run (a ``L``, ``W`` or ``#``, a value out of range): its message;
+* the user of a system crontab: a Job runs as its image's user (reported with the task, which is kept);
+* a fire in the hour a daylight-saving change skips: cron runs it right after the change, a CronJob does
+  not (reported with the task, which is kept; in the repeated hour of autumn both run a fire once).
+
+Day of week 7 (Sunday, as cron also reads it) is written as 0, which the CronJob controller needs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from . import naming
+from .schedule import DESCRIPTORS, Schedule, ScheduleError, check_time_zone, matches_wall, parse
+
+_ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
+_NAME_PART = re.compile(r"[^a-z0-9]+")
+NOT_CARRIED = {"MAILTO": "a Job mails nobody", "MAILFROM": "a Job mails nobody"}
+NAME_MAX = 40  # a task name made from a command: short enough for the CronJob's name beside the AppSchedule's
+
+
+class CrontabError(ValueError):
+    """A crontab cron itself would refuse; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One entry, as a task of the AppSchedule (its dict, as in the spec) and where it came from."""
+
+    task: dict[str, object]
+    source: str  # FILE:LINE
+    line: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skipped:
+    source: str
+    line: str
+    reason: str
+
+
+@dataclass
+class Crontab:
+    tasks: list[Imported] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # about the file (settings with no counterpart)
+
+
+def _value(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _weekday_seven(field_text: str) -> str:
+    """Day of week with 7 (Sunday, as cron reads it) written as 0: ``5-7`` becomes ``5-6,0``."""
+    items = []
+    for item in field_text.split(","):
+        body, _, step = item.partition("/")
+        low, dash, high = body.partition("-")
+        if dash and high == "7" and not step:
+            items.append(f"{low}-6,0" if low != "7" else "0")
+        elif not dash and body == "7":
+            items.append("0" + (f"/{step}" if step else ""))
+        else:
+            items.append(item)
+    return ",".join(items)
+
+
+def _both_days(fields: list[str]) -> bool:
+    """Whether cron and the CronJob controller read the two day fields differently. Cron fires on days matching
+    both when either field starts with ``*``, else on days matching either; the CronJob controller (robfig)
+    fires on days matching both only when either is exactly ``*`` (or ``*/1``). They differ when a field is
+    ``*/n`` (n > 1) and the other is not ``*``."""
+    dom, dow = fields[2], fields[4]
+    cron_both = dom.startswith("*") or dow.startswith("*")
+    robfig_both = dom in ("*", "*/1") or dow in ("*", "*/1")
+    return cron_both and not robfig_both
+
+
+WRAPPERS = {"cd", "env", "exec", "nice", "ionice", "nohup", "timeout", "flock", "sudo", "time", "bash", "sh", "-c"}
+
+
+def _task_name(command: str, taken: set[str]) -> str:
+    """A task name from the program a command runs (its last ``&&`` or ``;`` part, past wrappers such as
+    ``nice`` or ``flock`` and their options), unique among ``taken``."""
+    words = [w for w in re.split(r"\s+", re.split(r"&&|;", command)[-1].strip()) if w]
+    program = "task"
+    skip_next = False
+    for word in words:
+        if word.startswith("-") or word.isdigit():  # an option of a wrapper, or its value (nice -n 10)
+            continue
+        if skip_next:
+            skip_next = False
+            continue
+        program = word.rsplit("/", 1)[-1]
+        if "=" in word.split("/")[0] or word.startswith("-") or program in WRAPPERS:
+            skip_next = program in ("flock", "timeout")  # their first argument is a lock file or a duration
+            continue
+        break
+    else:
+        program = "task"
+    base = _NAME_PART.sub("-", program.lower()).strip("-")[:NAME_MAX].strip("-") or "task"
+    if not base[0].isalpha():
+        base = f"t-{base}"[:NAME_MAX]
+    name, n = base, 2
+    while name in taken:
+        suffix = f"-{n}"
+        name = base[: NAME_MAX - len(suffix)].rstrip("-") + suffix
+        n += 1
+    taken.add(name)
+    return name
+
+
+def _split_command(text: str) -> tuple[str, str | None]:
+    """The command and its standard input: the first unescaped % ends the command, later ones are newlines."""
+    out, rest = [], None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1] == "%":
+            out.append("%")
+            i += 2
+            continue
+        if ch == "%":
+            rest = text[i + 1 :]
+            break
+        out.append(ch)
+        i += 1
+    if rest is None:
+        return "".join(out), None
+    stdin = re.sub(r"(?<!\\)%", "\n", rest).replace("\\%", "%")
+    return "".join(out), stdin
+
+
+def skipped_hours(schedule: Schedule, now: datetime) -> list[datetime]:
+    """The wall-clock minutes the schedule names that its zone skips (a spring-forward gap) within a year from
+    ``now``, at most 3: cron runs such a fire right after the change, the CronJob controller does not."""
+    zone = schedule.zone
+    found: list[datetime] = []
+    day = now.astimezone(zone).date()
+    for _ in range(367):
+        noon = datetime(day.year, day.month, day.day, 12, tzinfo=zone)
+        following = day + timedelta(days=1)
+        if noon.utcoffset() != datetime(following.year, following.month, following.day, 12, tzinfo=zone).utcoffset():
+            for hour in range(24):
+                for minute in range(60):
+                    wall = datetime(following.year, following.month, following.day, hour, minute)
+                    exists = wall.replace(tzinfo=zone).astimezone(UTC).astimezone(zone).replace(tzinfo=None) == wall
+                    if not exists and matches_wall(schedule, wall):
+                        found.append(wall)
+                        if len(found) >= 3:
+                            return found
+            for hour in range(24):  # a change just after midnight belongs to the day before
+                for minute in range(60):
+                    wall = datetime(day.year, day.month, day.day, hour, minute)
+                    exists = wall.replace(tzinfo=zone).astimezone(UTC).astimezone(zone).replace(tzinfo=None) == wall
+                    if not exists and matches_wall(schedule, wall) and wall not in found:
+                        found.append(wall)
+        day = following
+    return found[:3]
+
+
+def read(text: str, filename: str, now: datetime, *, system: bool = False, time_zone: str = "UTC") -> Crontab:
+    """The tasks a crontab means. ``system``: the ``/etc/crontab`` form (a user field after the schedule);
+    ``time_zone``: the zone the host's cron read schedules in, for the entries before any ``CRON_TZ``; ``now``:
+    from when the zone's daylight-saving changes are looked at (a year of them)."""
+    try:
+        check_time_zone(time_zone)
+    except ScheduleError as error:
+        raise CrontabError(f"--time-zone: {error}") from None
+    result = Crontab()
+    env: dict[str, str] = {}
+    shell, zone = "/bin/sh", time_zone
+    taken: set[str] = set()
+    reported: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), 1):
+        where = f"{filename}:{number}"
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        setting = _ENV.match(line)
+        if setting and not line.startswith("@"):
+            name, value = setting.group(1), _value(setting.group(2))
+            if name == "CRON_TZ":
+                try:
+                    check_time_zone(value)
+                except ScheduleError as error:
+                    raise CrontabError(f"{where}: CRON_TZ={value}: {error}") from None
+                zone = value
+            elif name == "SHELL":
+                shell = value or "/bin/sh"
+            elif name in NOT_CARRIED:
+                if name not in reported:
+                    result.notes.append(f"{where}: {name} is not carried over ({NOT_CARRIED[name]})")
+                    reported.add(name)
+            else:
+                env[name] = value
+            continue
+        if line.startswith("@"):
+            parts = line.split(None, 1)
+            nickname, rest = parts[0], parts[1] if len(parts) > 1 else ""
+            if nickname == "@reboot":
+                result.skipped.append(Skipped(where, raw, "@reboot has no schedule: run it when the app starts"))
+                continue
+            if nickname not in DESCRIPTORS:
+                raise CrontabError(f"{where}: {nickname!r} is not a schedule cron knows (@hourly, @daily, ...)")
+            fields, schedule = DESCRIPTORS[nickname].split(), nickname
+        else:
+            parts = line.split(None, 5)
+            if len(parts) < 6:
+                raise CrontabError(f"{where}: an entry needs five schedule fields and a command: {line!r}")
+            fields = parts[:5]
+            rest = parts[5]
+            if any("H" in f for f in fields):  # this project's hashed forms: cron refuses them
+                raise CrontabError(f"{where}: 'H' is not cron's: {line!r}")
+            fields[4] = _weekday_seven(fields[4])
+            schedule = " ".join(fields)
+        notes: list[str] = []
+        if system:
+            user, _, rest = rest.strip().partition(" ")
+            rest = rest.strip()
+            if not rest:
+                raise CrontabError(f"{where}: a system crontab entry needs a user and a command: {line!r}")
+            notes.append(f"ran as user {user!r}: the Job runs as its image's user")
+        if not rest.strip():
+            raise CrontabError(f"{where}: an entry needs a command: {line!r}")
+        if _both_days(fields):
+            result.skipped.append(Skipped(where, raw, "cron fires on days matching both the day of month and the "
+                                          "day of week here (one starts with '*/'), a CronJob on days matching "
+                                          "either: no five fields say both"))  # fmt: skip
+            continue
+        try:
+            parsed = parse(schedule, zone)
+        except ScheduleError as error:
+            result.skipped.append(Skipped(where, raw, f"the CronJob controller would not run it: {error}"))
+            continue
+        command, stdin = _split_command(rest.strip())
+        gaps = skipped_hours(parsed, now)
+        if gaps:
+            when = ", ".join(f"{g:%Y-%m-%d %H:%M}" for g in gaps)
+            notes.append(f"cron runs what falls in the hour the clocks skip in {zone} ({when}) right after the "
+                         "change; a CronJob skips it")  # fmt: skip
+        command = command.rstrip()
+        if stdin is not None and not stdin.endswith("\n"):
+            stdin += "\n"  # cron ends the input with a newline
+        script = command if stdin is None else f"printf %s {shlex.quote(stdin)} | {command}"
+        task: dict[str, object] = {
+            "name": _task_name(command, taken),
+            "schedule": schedule,
+            "timeZone": zone,
+            "command": [shell, "-c", script],
+        }
+        if env:
+            task["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        if len(str(task["name"])) > naming.TASK_NAME_MAX:  # cannot happen with NAME_MAX; the API's bound, stated
+            raise CrontabError(f"{where}: task name too long")
+        result.tasks.append(Imported(task, where, raw, tuple(notes)))
+    return result
+
+
+def appschedule(crontab: Crontab, *, name: str, deployment: str, namespace: str | None = None) -> dict[str, object]:
+    """The AppSchedule of a crontab's tasks, beside the Deployment ``deployment``."""
+    metadata: dict[str, object] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+        "kind": "AppSchedule",
+        "metadata": metadata,
+        "spec": {"deploymentRef": {"name": deployment}, "tasks": [t.task for t in crontab.tasks]},
+    }
+
+
+def comments(crontab: Crontab) -> list[str]:
+    """Where each task came from and what was not carried over, as lines for the top of the YAML."""
+    lines = [f"{t.task['name']}: {t.source}: {t.line.strip()}" + "".join(f" ({n})" for n in t.notes)
+             for t in crontab.tasks]  # fmt: skip
+    lines += [f"not carried over: {s.source}: {s.line.strip()}: {s.reason}" for s in crontab.skipped]
+    lines += [f"not carried over: {n}" for n in crontab.notes]
+    return lines
