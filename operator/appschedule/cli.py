@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core import crontab, keys, models, naming, render, schedule
+from .core import crontab, keys, models, naming, pysource, render, schedule
 from .core.shards import SHARDS_MAX
 
 if TYPE_CHECKING:
@@ -272,6 +272,80 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
     return 0
 
 
+SOURCE_SKIP = {".git", ".venv", "venv", "node_modules", "site-packages", "__pycache__", ".tox", "build", "dist"}
+JS_HINTS = ("cron.schedule(", "@Cron(", "@Interval(", "@Timeout(")
+
+
+def cmd_import_source(args: argparse.Namespace) -> int:
+    """Print the AppSchedule of the in-app schedules found in a source tree (core/pysource.py: Python's APScheduler
+    and Celery beat), with where each came from, the code to remove, and what has no faithful translation."""
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise UserError(f"{args.dir}: not a directory")
+    found: list[pysource.Found] = []
+    unfaithful: list[pysource.Unfaithful] = []
+    unread: list[str] = []
+    for path in sorted(root.rglob("*")):
+        if any(part in SOURCE_SKIP or part.startswith(".") for part in path.relative_to(root).parts[:-1]):
+            continue
+        if path.suffix in (".js", ".mjs", ".cjs", ".ts") and path.is_file():
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                if any(hint in path.read_text() for hint in JS_HINTS):
+                    unread.append(
+                        f"{path}: JavaScript/TypeScript schedules (node-cron, @nestjs/schedule) are not read yet"
+                    )
+            continue
+        if path.suffix != ".py" or not path.is_file():
+            continue
+        relative = path.relative_to(root).with_suffix("")
+        module = ".".join(relative.parts[:-1] if relative.name == "__init__" else relative.parts)
+        try:
+            scanned = pysource.scan(path.read_text(), str(path), module)
+        except SyntaxError as error:
+            unread.append(f"{path}:{error.lineno}: Python cannot parse it ({error.msg}): not read")
+            continue
+        except (OSError, UnicodeDecodeError) as error:
+            unread.append(f"{path}: {error}")
+            continue
+        found += scanned.found
+        unfaithful += scanned.unfaithful
+    taken: set[str] = set()
+    tasks = []
+    for item in found:
+        task = dict(item.task)
+        name, n = str(task["name"]), 2
+        while name in taken:
+            name = f"{str(task['name'])[:36]}-{n}"
+            n += 1
+        taken.add(name)
+        task["name"] = name
+        if "timeZone" not in task and args.time_zone:
+            task["timeZone"] = args.time_zone
+        tasks.append(task)
+    lines = [f"{t['name']}: {f.source} ({f.framework}): remove {f.code!r}" + "".join(f"; {n}" for n in f.notes)
+             for t, f in zip(tasks, found, strict=True)]  # fmt: skip
+    lines += [f"not carried over: {u.source} ({u.framework}): {u.code!r}: {u.reason}" for u in unfaithful]
+    lines += [f"not read: {line}" for line in unread]
+    for line in lines[len(tasks) :]:
+        print(line, file=sys.stderr)
+    if not tasks:
+        raise UserError(f"{args.dir}: no schedule found to import")
+    metadata: dict[str, object] = {
+        "name": args.name or (re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-")[:40] or "app")
+    }
+    if args.namespace:
+        metadata["namespace"] = args.namespace
+    document = {
+        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+        "kind": "AppSchedule",
+        "metadata": metadata,
+        "spec": {"deploymentRef": {"name": args.deployment}, "tasks": tasks},
+    }
+    header = "".join(f"# {line}\n" for line in lines)
+    sys.stdout.write(header + yaml.safe_dump(document, sort_keys=False, width=120))
+    return 0
+
+
 def cmd_release_jobs(args: argparse.Namespace) -> int:
     """Take the ledger's finalizer off every Job of a task: for uninstalling the operator (a Job still
     running would otherwise wait for a ledger that is gone). Uses the current kubeconfig."""
@@ -445,6 +519,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     form.add_argument("--user", dest="system", action="store_false", help="the user form (crontab -e)")
     cron.set_defaults(func=cmd_import_crontab)
+    source = sources.add_parser(
+        "source",
+        help="a source tree: the app's own schedules (Python: APScheduler, Celery beat), one task each, with the file "
+        "and line, the code to remove, and what has no faithful translation",
+    )
+    source.add_argument("dir", metavar="DIR", help="the app's source tree")
+    source.add_argument("--deployment", required=True, help="the Deployment whose image runs the tasks")
+    source.add_argument("--name", help="the AppSchedule's name (default: from the directory's name)")
+    source.add_argument("-n", "--namespace", help="the AppSchedule's namespace (default: none in the YAML)")
+    source.add_argument("--time-zone", help="the zone of a task whose schedule names none (default: spec's, UTC)")
+    source.set_defaults(func=cmd_import_source)
 
     commands.add_parser(  # its arguments are the library's own: main() hands them over before parsing
         "claim",
