@@ -263,13 +263,26 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
         for line in crontab.comments(found):
             print(line, file=sys.stderr)
         raise UserError(f"{name}: no entry to import")
-    title = args.name or (re.sub(r"[^a-z0-9]+", "-", source.stem.lower()).strip("-")[:40] or "crontab")
-    document = crontab.appschedule(found, name=title, deployment=args.deployment, namespace=args.namespace)
-    header = "".join(f"# {line}\n" for line in crontab.comments(found))
-    sys.stdout.write(header + yaml.safe_dump(document, sort_keys=False, width=120))
+    _print_imported(args, source.stem, [t.task for t in found.tasks], crontab.comments(found))
     for skipped in found.skipped:
         print(f"not carried over: {skipped.source}: {skipped.reason}", file=sys.stderr)
     return 0
+
+
+def _print_imported(args: argparse.Namespace, stem: str, tasks: list[dict[str, object]], lines: list[str]) -> None:
+    """An import's AppSchedule on stdout (named ``--name``, else after ``stem``), ``lines`` as comments above it."""
+    title = args.name or re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:40] or "imported"
+    metadata: dict[str, object] = {"name": title}
+    if args.namespace:
+        metadata["namespace"] = args.namespace
+    document = {
+        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+        "kind": "AppSchedule",
+        "metadata": metadata,
+        "spec": {"deploymentRef": {"name": args.deployment}, "tasks": tasks},
+    }
+    header = "".join(f"# {line}\n" for line in lines)
+    sys.stdout.write(header + yaml.safe_dump(document, sort_keys=False, width=120))
 
 
 SOURCE_SKIP = {".git", ".venv", "venv", "node_modules", "site-packages", "__pycache__", ".tox", "build", "dist"}
@@ -330,19 +343,7 @@ def cmd_import_source(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if not tasks:
         raise UserError(f"{args.dir}: no schedule found to import")
-    metadata: dict[str, object] = {
-        "name": args.name or (re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-")[:40] or "app")
-    }
-    if args.namespace:
-        metadata["namespace"] = args.namespace
-    document = {
-        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
-        "kind": "AppSchedule",
-        "metadata": metadata,
-        "spec": {"deploymentRef": {"name": args.deployment}, "tasks": tasks},
-    }
-    header = "".join(f"# {line}\n" for line in lines)
-    sys.stdout.write(header + yaml.safe_dump(document, sort_keys=False, width=120))
+    _print_imported(args, root.resolve().name, tasks, lines)
     return 0
 
 

@@ -17,7 +17,7 @@ import yaml
 from croniter import croniter
 
 from appschedule.core import models
-from appschedule.core.crontab import CrontabError, appschedule, comments, read
+from appschedule.core.crontab import CrontabError, comments, read
 from appschedule.core.schedule import next_fire, parse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -73,8 +73,9 @@ def test_a_user_crontab_becomes_tasks_and_says_what_it_left() -> None:
 
 def test_the_appschedule_is_valid_against_the_api() -> None:
     found = read(USER, "crontab", NOW)
-    document = appschedule(found, name="shop", deployment="web", namespace="shop")
-    spec = models.AppScheduleSpec.model_validate(document["spec"])
+    spec = models.AppScheduleSpec.model_validate(
+        {"deploymentRef": {"name": "web"}, "tasks": [t.task for t in found.tasks]}
+    )
     assert [t.name for t in spec.tasks] == ["php", "backup", "report", "report-2"]
 
 

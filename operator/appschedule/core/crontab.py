@@ -289,19 +289,6 @@ def read(text: str, filename: str, now: datetime, *, system: bool = False, time_
     return result
 
 
-def appschedule(crontab: Crontab, *, name: str, deployment: str, namespace: str | None = None) -> dict[str, object]:
-    """The AppSchedule of a crontab's tasks, beside the Deployment ``deployment``."""
-    metadata: dict[str, object] = {"name": name}
-    if namespace:
-        metadata["namespace"] = namespace
-    return {
-        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
-        "kind": "AppSchedule",
-        "metadata": metadata,
-        "spec": {"deploymentRef": {"name": deployment}, "tasks": [t.task for t in crontab.tasks]},
-    }
-
-
 def comments(crontab: Crontab) -> list[str]:
     """Where each task came from and what was not carried over, as lines for the top of the YAML."""
     lines = [f"{t.task['name']}: {t.source}: {t.line.strip()}" + "".join(f" ({n})" for n in t.notes)
