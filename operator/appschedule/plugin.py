@@ -427,7 +427,109 @@ def _parser() -> argparse.ArgumentParser:
         act.add_argument("--dry-run", action="store_true", help="print the Job, create nothing")
         act.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
         act.set_defaults(all_namespaces=False)
+    move = commands.add_parser(
+        "import",
+        parents=[common],
+        help="an AppSchedule for existing CronJobs (printed; --apply creates it, --cut-over hands their fires over)",
+    )
+    kinds = move.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    take = kinds.add_parser(
+        "cronjob",
+        parents=[common],
+        help="one task per CronJob: schedule, zone, settings, command, what differs from the Deployment",
+    )
+    take.add_argument("cronjobs", nargs="+", metavar="NAME", help="the CronJobs")
+    take.add_argument("--deployment", required=True, help="the Deployment whose image runs the tasks")
+    take.add_argument("--container", help="the Deployment's container (default: its first)")
+    take.add_argument("--name", help="the AppSchedule's name (default: the Deployment's)")
+    take.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    take.add_argument(
+        "--cut-over",
+        action="store_true",
+        help="each task takes over its CronJob's fires at a fire boundary (cutOverFrom): with --apply, the "
+        "CronJobs are labelled for it and suspended by the operator after their last fire; never deleted",
+    )
+    take.add_argument("--apply", action="store_true", help="create the AppSchedule (default: print it)")
+    take.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    take.set_defaults(all_namespaces=False)
     return parser
+
+
+def _import_cronjobs(args: argparse.Namespace) -> int:
+    """import cronjob: read the CronJobs and the Deployment, print the AppSchedule and what was left out; with
+    --apply (and --cut-over) hand the CronJobs over, then create it. Deletes nothing."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from .core import cronjob_import
+
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    batch, apps = client.BatchV1Api(custom.api_client), client.AppsV1Api(custom.api_client)
+    name = args.name or args.deployment
+
+    def read(what: str, call: Any, object_name: str) -> dict[str, Any]:
+        try:
+            found: dict[str, Any] = json.loads(call(object_name, namespace, _preload_content=False).data)
+        except ApiException as error:
+            if error.status == 404:
+                raise PluginError(f'{what} "{object_name}" not found in namespace {namespace}') from None
+            raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
+        except (OSError, HTTPError) as error:
+            raise PluginError(f"cannot reach the API server: {error}") from None
+        return found
+
+    deployment = read("deployments.apps", apps.read_namespaced_deployment, args.deployment)
+    cronjobs = [read("cronjobs.batch", batch.read_namespaced_cron_job, c) for c in dict.fromkeys(args.cronjobs)]
+    tasks, handed = [], []
+    for cronjob in cronjobs:
+        found = cronjob_import.translate(cronjob, deployment, args.container)
+        if found.task is None:
+            raise PluginError(f'cronjob "{found.cronjob}": not imported: {found.refused}')
+        if args.cut_over:
+            found.task["cutOverFrom"] = found.cronjob
+        tasks.append(found.task)
+        handed.append((cronjob, found.task["name"]))
+        for line in found.left:
+            print(f"cronjob/{found.cronjob}: not carried over as it was: {line}", file=sys.stderr)
+    names = [t["name"] for t in tasks]
+    if len(set(names)) != len(names):
+        raise PluginError(f"two CronJobs give one task name ({', '.join(names)}): import them one at a time")
+    deployment_ref: dict[str, Any] = {"name": args.deployment}
+    if args.container:
+        deployment_ref["container"] = args.container
+    document = {
+        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+        "kind": naming.KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"deploymentRef": deployment_ref, "tasks": tasks},
+    }
+    if not args.apply:
+        _print(document, args.output, str)
+        return 0
+    running = [c["metadata"]["name"] for c in cronjobs if not _dict(c.get("spec")).get("suspend")]
+    if running and not args.cut_over:
+        raise PluginError(
+            f"cronjob {', '.join(running)} still runs: applying this AppSchedule beside it runs every fire twice; "
+            "add --cut-over (it hands the fires over at a fire boundary), or suspend the CronJob first"
+        )
+    try:
+        if args.cut_over:  # labelled first: the operator makes no task CronJob before it sees its old one's
+            for cronjob, task in handed:
+                patch = cronjob_import.handover_patch(cronjob, name, namespace, task)
+                batch.patch_namespaced_cron_job(
+                    cronjob["metadata"]["name"], namespace, patch, _content_type="application/merge-patch+json"
+                )
+        custom.create_namespaced_custom_object(naming.GROUP, naming.VERSION, namespace, naming.PLURAL, document)
+    except ApiException as error:
+        raise PluginError(f"the API server refused: {error.status} {error.reason}: {error.body}") from None
+    except (OSError, HTTPError) as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
+    _print(document, args.output, str)
+    how = "the operator hands each CronJob's fires over at the next fire boundary" if args.cut_over else "created"
+    print(f"appschedule.appschedule.dev/{name} created: {how}; `kubectl appschedule status {name}`", file=sys.stderr)
+    return 0
 
 
 def _cronjob(args: argparse.Namespace, custom: Any, namespace: str) -> dict[str, Any]:
@@ -618,6 +720,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _act(args, datetime.now(UTC))
         if args.command == "backfill":
             return _backfill(args, datetime.now(UTC))
+        if args.command == "import":
+            return _import_cronjobs(args)
         items = _read(args)
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -424,6 +424,17 @@ class Task(TaskSettings):
         description="Command run in the Deployment's image (replaces the container's command).",
     )
     args: list[Arg] | None = Field(None, max_length=1024, description="Arguments to the command. Default: none.")
+    cut_over_from: str | None = Field(
+        None,
+        min_length=1,
+        max_length=naming.CRONJOB_NAME_MAX,
+        pattern=_SUBDOMAIN.pattern,
+        description="Name of a CronJob in this namespace that runs this task today, to take over from at a fire "
+        "boundary: the CronJob runs every fire up to the task's own CronJob's creation and is then suspended; the "
+        "task's CronJob runs every fire after it, and both sides' runs carry the task's key. The CronJob takes "
+        "part only once labelled for this AppSchedule (kubectl appschedule import cronjob --cut-over does it); "
+        "until then the task waits and the CronJob keeps running. Never deleted.",
+    )
 
     def resolved(self, spec: AppScheduleSpec) -> dict[str, Any]:
         """Every setting with the task's value, else spec.defaults', else the built-in default."""

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from . import cronjobs, events, keys, ledger, naming, ownership, runs, status
+from . import cronjobs, cutover, events, keys, ledger, naming, ownership, runs, status
 from .events import Event
 from .models import BACKFILLS_MAX, CATCH_UP_WINDOW_MAX, DEFAULTS, BackfillStatus, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
@@ -47,6 +47,7 @@ class Plan:
     finished: list[tuple[str, str, float]] = field(default_factory=list)  # (task, result, seconds) of ended runs
     create: list[Manifest] = field(default_factory=list)  # Jobs to create, in order: catch-ups, then backfills
     delete_jobs: list[str] = field(default_factory=list)  # Jobs of backfills no longer in the spec
+    suspend: list[tuple[str, str]] = field(default_factory=list)  # (CronJob, the cut) taken over from: suspend it
 
 
 def _index(spec: Mapping[str, Any], task: str) -> int:
@@ -101,6 +102,10 @@ def plan(
             if task not in conflicts and task not in rejected and task not in failed
         }
     result = Plan()
+    cuts = _cut_overs(world, rendered, desired, now, result)
+    for task, (_, step) in cuts.items():
+        if not step.make:
+            del desired[task]
     existing = {n: c.as_object() for n, c in world.cronjobs.items()}
     result.apply = cronjobs.to_apply(list(desired.values()), existing)
     if world.deployment is not None and rendered.spec is not None and not any(e.task is None for e in rendered.errors):
@@ -117,6 +122,13 @@ def plan(
             running[cj.task] = (cronjob, cj.spec)
     for task, manifest in desired.items():
         running[task] = (str(manifest["metadata"]["name"]), manifest["spec"])
+    for task, (source, step) in cuts.items():  # until the cut, the old CronJob runs the task: its Jobs are counted
+        if (
+            not step.make
+            and source in world.cronjobs
+            and cutover.handed_over(world.cronjobs[source], view.name, source)
+        ):
+            running.setdefault(task, (source, world.cronjobs[source].spec))
     names = list(dict.fromkeys([*view.declared, *running]))
     now_text = keys.rfc3339(now)
     ready = status.ready_condition(errors, len(desired), view.deployment, view.status, view.generation, now_text)
@@ -148,10 +160,63 @@ def plan(
     old_ready: Mapping[str, Any] = next(
         (c for c in view.status.get("conditions") or [] if c.get("type") == "Ready"), {}
     )
-    result.events = events.for_change(old_ready, ready, errors) + events.for_runs(
-        [e for a in runs.values() for e in a.events]
+    result.events = (
+        events.for_change(old_ready, ready, errors)
+        + events.for_runs([e for a in runs.values() for e in a.events])
+        + _cut_over_events(view, world, cuts)
     )
     return result
+
+
+def _cut_overs(
+    world: World, rendered: Rendered, desired: Mapping[str, Manifest], now: datetime, out: Plan
+) -> dict[str, tuple[str, cutover.Step]]:
+    """Each task with ``cutOverFrom`` whose CronJob would be applied: where its cut-over stands (cutover.py); the
+    CronJobs to suspend and when to look again go into ``out``."""
+    view = world.appschedule
+    found: dict[str, tuple[str, cutover.Step]] = {}
+    for task in rendered.spec.tasks if rendered.spec is not None else ():
+        source = task.cut_over_from
+        if not source or task.name not in desired:
+            continue
+        spec = desired[task.name]["spec"]
+        config = task_config(task.name, "", spec, 0)
+        if config is None:
+            continue
+        old = world.cronjobs.get(source)
+        mine = world.cronjobs.get(naming.cronjob_name(view.name, task.name))
+        step = cutover.step(
+            task=task.name,
+            source=source,
+            schedule=config.schedule,
+            old=old if old is not None and cutover.handed_over(old, view.name, source) else None,
+            ours=mine if mine is not None and mine.ours(view) else None,
+            now=now,
+        )
+        found[task.name] = (source, step)
+        if step.suspend:
+            out.suspend.append((source, keys.rfc3339(step.at or now)))
+        wake = step.wake_at
+        if step.make and mine is None and step.state == "Handing":  # made now: look again once it is in the view
+            wake = now + timedelta(seconds=1)
+        if wake is not None and (out.wake_at is None or wake < out.wake_at):
+            out.wake_at = wake
+    return found
+
+
+def _cut_over_events(view: Any, world: World, cuts: Mapping[str, tuple[str, cutover.Step]]) -> list[Event]:
+    """The cut-over's Events, each once: a Warning after a spec change while the CronJob is not handed over, when the
+    task's CronJob is made (the cut), when the old one is suspended. The state itself lives in the cluster (the
+    task's CronJob and its creation, the old one's suspend and its ``appschedule.dev/cut-over-at``)."""
+    changed = view.status.get("observedGeneration") != view.generation
+    found = []
+    for task, (_, step) in cuts.items():
+        made_now = step.make and naming.cronjob_name(view.name, task) not in world.cronjobs
+        if step.state == "Waiting" and changed:
+            found.append(Event("Warning", "CutOverWaiting", step.message[:1024]))
+        elif step.state == "Handing" and (made_now or step.suspend):
+            found.append(Event("Normal", "CutOver" if step.suspend else "CutOverStarted", step.message[:1024]))
+    return found
 
 
 def _setting(rendered: Rendered, task: str, name: str) -> Any:
@@ -217,7 +282,9 @@ def _ledgers(
         out.release.extend(step.release)
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)
         held = world.cronjobs.get(cronjob)
-        if step.starts and held is not None and held.uid:  # catch-up: the CronJob's own Job name for the fire
+        if (
+            step.starts and held is not None and held.uid and held.ours(world.appschedule)
+        ):  # catch-up: the CronJob's own Job name for the fire
             manifest = {"metadata": {"name": cronjob, "namespace": held.namespace}, "spec": spec}
             owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": cronjob, "uid": held.uid,
                      "controller": True, "blockOwnerDeletion": False}  # fmt: skip

@@ -190,6 +190,7 @@ class CronJobView:
     metadata: Mapping[str, Any]  # labels, annotations, ownerReferences
     spec: Mapping[str, Any]
     last_schedule_time: str | None
+    created: str = ""  # its creationTimestamp: a cut-over's cut (cutover.py)
 
     def ours(self, view: AppScheduleView) -> bool:
         """Controlled by this AppSchedule, or, with no controller at all (an owner reference removed by
@@ -231,6 +232,7 @@ def project_cronjob(body: Mapping[str, Any]) -> CronJobView:
         metadata=_shared_dict({k: v for k, v in kept.items() if v}),
         spec=_shared_dict(body.get("spec")),
         last_schedule_time=_text(_dict(body.get("status")).get("lastScheduleTime")),
+        created=_text(meta.get("creationTimestamp")) or "",
     )
 
 

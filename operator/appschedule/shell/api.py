@@ -185,6 +185,22 @@ class Cluster:
                 )
             )
 
+    def suspend_cronjob(self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+        """Suspend a CronJob handed over to us (a cut-over), annotated; the uid makes it this one, not a namesake."""
+        timeout = self._write()
+        patch = {"metadata": {"uid": uid, "annotations": dict(annotations)}, "spec": {"suspend": True}}
+        with self._call(namespace):
+            return self._json(
+                self.batch.patch_namespaced_cron_job(
+                    name,
+                    namespace,
+                    patch,
+                    _content_type="application/merge-patch+json",
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
+            )
+
     def delete_cronjob(self, namespace: str, name: str, uid: str | None) -> None:
         timeout = self._write()
         options = client.V1DeleteOptions(

@@ -362,6 +362,7 @@ class Controller:
                 return Result(Outcome())
             decided = await self._plan(world, now)
         outcome = Outcome()
+        unsuspended: list[str] = []
         try:
             refused, ours = await self._write_cronjobs(write, world, decided, outcome)
             if refused or ours:
@@ -375,6 +376,12 @@ class Controller:
             for name in decided.delete:
                 await write.delete_cronjob(world.cronjobs[name])
                 outcome.deleted += 1
+            for name, at in decided.suspend:  # a cut-over's old CronJob, after its last fire: retried until done
+                refusal = await write.suspend_cronjob(world.cronjobs[name], at)
+                if refusal is not None:
+                    unsuspended.append(refusal.message)
+                else:
+                    outcome.applied += 1
             outcome.jobs, not_started = await self._write_jobs(write, decided)  # idempotent: never waits
             metrics.track(*key, world.appschedule.status)
             left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
@@ -393,7 +400,7 @@ class Controller:
                 await write.events(appschedule, [Event("Warning", "JobNotCreated", not_started[:1024])], now)
         except Fenced as error:
             return Result(outcome, fenced=str(error))
-        retry = "; ".join([*ours.values(), *([not_started] if not_started else [])])
+        retry = "; ".join([*ours.values(), *([not_started] if not_started else []), *unsuspended])
         return Result(outcome, retry=retry or None, wake_at=decided.wake_at)
 
     async def _gone(self, key: Key) -> Result:

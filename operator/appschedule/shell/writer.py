@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from ..core import naming
+from ..core import cutover, naming
 from ..core.events import Event
 from ..core.view import CronJobView, project_cronjob, project_job
 from . import metrics
@@ -106,6 +106,22 @@ class Writer:
     async def delete_cronjob(self, cronjob: CronJobView) -> None:
         await asyncio.to_thread(self.cluster.delete_cronjob, cronjob.namespace, cronjob.name, cronjob.uid)
         self._woken(self.store.drop_cronjob(cronjob.namespace, cronjob.name))
+
+    async def suspend_cronjob(self, cronjob: CronJobView, at: str) -> Refused | None:
+        """Suspend a CronJob this AppSchedule took a task over from, noting the cut on it; a refusal (it is gone,
+        or another object of that name) comes back to report, the next plan reads the CronJob again."""
+        annotations = {cutover.ANNOTATION_CUT: at}
+        try:
+            body = await asyncio.to_thread(
+                self.cluster.suspend_cronjob, cronjob.namespace, cronjob.name, cronjob.uid, annotations
+            )
+        except ApiException as error:
+            if error.status in (400, 403, 404, 409, 422):
+                return Refused(f"could not suspend CronJob {cronjob.name!r}: {message_of(error)}")
+            raise
+        self._woken(self.store.put_cronjob(project_cronjob(body)))
+        log.info("%s/%s: suspended CronJob %s, cut over at %s", *self.key, cronjob.name, at)
+        return None
 
     async def create_job(self, manifest: Mapping[str, Any]) -> str | None:
         """Create a Job the operator starts; what failed (to report), None when it was made (or existed)."""
