@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core import crontab, keys, models, naming, pysource, render, schedule
+from .core import crontab, jssource, keys, models, naming, pysource, render, schedule
 from .core.shards import SHARDS_MAX
 
 if TYPE_CHECKING:
@@ -286,12 +286,13 @@ def _print_imported(args: argparse.Namespace, stem: str, tasks: list[dict[str, o
 
 
 SOURCE_SKIP = {".git", ".venv", "venv", "node_modules", "site-packages", "__pycache__", ".tox", "build", "dist"}
-JS_HINTS = ("cron.schedule(", "@Cron(", "@Interval(", "@Timeout(")
+JS_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
 
 
 def cmd_import_source(args: argparse.Namespace) -> int:
     """Print the AppSchedule of the in-app schedules found in a source tree (core/pysource.py: Python's APScheduler
-    and Celery beat), with where each came from, the code to remove, and what has no faithful translation."""
+    and Celery beat; core/jssource.py: node-cron and @nestjs/schedule), with where each came from, the code to
+    remove, and what has no faithful translation."""
     root = Path(args.dir)
     if not root.is_dir():
         raise UserError(f"{args.dir}: not a directory")
@@ -301,12 +302,25 @@ def cmd_import_source(args: argparse.Namespace) -> int:
     for path in sorted(root.rglob("*")):
         if any(part in SOURCE_SKIP or part.startswith(".") for part in path.relative_to(root).parts[:-1]):
             continue
-        if path.suffix in (".js", ".mjs", ".cjs", ".ts") and path.is_file():
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                if any(hint in path.read_text() for hint in JS_HINTS):
-                    unread.append(
-                        f"{path}: JavaScript/TypeScript schedules (node-cron, @nestjs/schedule) are not read yet"
-                    )
+        if path.suffix in JS_SUFFIXES and path.is_file():
+            try:
+                text = path.read_text()
+            except (OSError, UnicodeDecodeError) as error:
+                unread.append(f"{path}: {error}")
+                continue
+            if not jssource.mentions(text):
+                continue
+            try:
+                scanned = jssource.scan(text, str(path), path.relative_to(root).as_posix(), datetime.now(UTC))
+            except ImportError:
+                unread.append(f"{path}: reading JavaScript and TypeScript needs tree-sitter: "
+                              "pip install 'appschedule-operator[import]'")  # fmt: skip
+                continue
+            except SyntaxError as error:
+                unread.append(f"{error}: not read")
+                continue
+            found += scanned.found
+            unfaithful += scanned.unfaithful
             continue
         if path.suffix != ".py" or not path.is_file():
             continue
@@ -522,8 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     cron.set_defaults(func=cmd_import_crontab)
     source = sources.add_parser(
         "source",
-        help="a source tree: the app's own schedules (Python: APScheduler, Celery beat), one task each, with the file "
-        "and line, the code to remove, and what has no faithful translation",
+        help="a source tree: the app's own schedules (APScheduler, Celery beat, node-cron, @nestjs/schedule), one task "
+        "each, with the file and line, the code to remove, and what has no faithful translation",
     )
     source.add_argument("dir", metavar="DIR", help="the app's source tree")
     source.add_argument("--deployment", required=True, help="the Deployment whose image runs the tasks")

@@ -470,14 +470,11 @@ def _import_cronjobs(args: argparse.Namespace) -> int:
     name = args.name or args.deployment
 
     def read(what: str, call: Any, object_name: str) -> dict[str, Any]:
-        try:
-            found: dict[str, Any] = json.loads(call(object_name, namespace, _preload_content=False).data)
-        except ApiException as error:
-            if error.status == 404:
-                raise PluginError(f'{what} "{object_name}" not found in namespace {namespace}') from None
-            raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
-        except (OSError, HTTPError) as error:
-            raise PluginError(f"cannot reach the API server: {error}") from None
+        found: dict[str, Any] = json.loads(
+            _asked(
+                f'{what} "{object_name}"', namespace, lambda: call(object_name, namespace, _preload_content=False)
+            ).data
+        )
         return found
 
     deployment = read("deployments.apps", apps.read_namespaced_deployment, args.deployment)
@@ -530,6 +527,21 @@ def _import_cronjobs(args: argparse.Namespace) -> int:
     how = "the operator hands each CronJob's fires over at the next fire boundary" if args.cut_over else "created"
     print(f"appschedule.appschedule.dev/{name} created: {how}; `kubectl appschedule status {name}`", file=sys.stderr)
     return 0
+
+
+def _asked(what: str, namespace: str, call: Any) -> Any:
+    """The answer to one read of ``what``; a PluginError naming it when it is not found or the API server refuses."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        return call()
+    except ApiException as error:
+        if error.status == 404:
+            raise PluginError(f"{what} not found in namespace {namespace}") from None
+        raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
+    except (OSError, HTTPError) as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
 
 
 def _cronjob(args: argparse.Namespace, custom: Any, namespace: str) -> dict[str, Any]:
@@ -596,14 +608,11 @@ def _backfill(args: argparse.Namespace, now: datetime) -> int:
     custom, default_namespace = _api(args)
     namespace = args.namespace or default_namespace
     where = f'appschedules.appschedule.dev "{args.name}"'
-    try:
-        current = custom.get_namespaced_custom_object(naming.GROUP, naming.VERSION, namespace, naming.PLURAL, args.name)
-    except ApiException as error:
-        if error.status == 404:
-            raise PluginError(f"{where} not found in namespace {namespace}") from None
-        raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
-    except (OSError, HTTPError) as error:
-        raise PluginError(f"cannot reach the API server: {error}") from None
+    current = _asked(
+        where,
+        namespace,
+        lambda: custom.get_namespaced_custom_object(naming.GROUP, naming.VERSION, namespace, naming.PLURAL, args.name),
+    )
     existing = [b for b in _list(_dict(current.get("spec")).get("backfills")) if isinstance(b, Mapping)]
     version = str(_dict(current.get("metadata")).get("resourceVersion"))
     if args.remove:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from appschedule.core import cutover, naming
+from appschedule.core import cutover, keys, naming
 from tests.kit.wait import seconds_to_next_minute, wait_for
 
 from .conftest import ClusterUnderTest, OperatorProcess
@@ -62,7 +62,9 @@ def legacy(world: Namespaced, name: str, script: str) -> None:
 
 
 def fire_of(job: dict[str, Any]) -> str:
-    return str(job["metadata"]["annotations"][naming.CRONJOB_SCHEDULED_TIMESTAMP])
+    """The fire a Job is for, in UTC (the controller writes it in the CronJob's zone: +01:00 for Europe/Berlin)."""
+    moment = keys.parse_time((job["metadata"].get("annotations") or {}).get(naming.CRONJOB_SCHEDULED_TIMESTAMP))
+    return keys.rfc3339(moment) if moment else ""
 
 
 def minute(epoch: float) -> str:
@@ -94,7 +96,7 @@ def test_a_cut_over_seconds_before_a_fire_with_the_operator_killed_midway(
     if left < 20:
         time.sleep(left + 1)
         left = seconds_to_next_minute()
-    b1 = time.time() + left
+    b1 = round(time.time() + left)  # the boundary, to the second
     time.sleep(max(0.0, b1 - time.time() - 8))
     applied = plugin(cluster, "import", "cronjob", "legacy-report", "legacy-sweep", "--deployment", "web",
                      "-n", world.namespace, "--cut-over", "--apply")  # fmt: skip

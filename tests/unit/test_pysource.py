@@ -181,7 +181,12 @@ def test_the_command_reads_a_tree_and_says_what_it_could_not(tmp_path: Path) -> 
     (tmp_path / "proj" / "celery.py").write_text(CELERY)
     (tmp_path / "proj" / "old.py").write_text("print 'python 2'\n")
     (tmp_path / "web").mkdir()
-    (tmp_path / "web" / "jobs.js").write_text("cron.schedule('*/5 * * * *', () => {});\n")
+    (tmp_path / "web" / "jobs.js").write_text(
+        "const cron = require('node-cron');\ncron.schedule('*/5 * * * *', () => {});\n"
+    )
+    (tmp_path / "web" / "later.js").write_text(
+        "const schedule = require('node-schedule');\nschedule.scheduleJob('0 1 * * *', f);\n"
+    )
     (tmp_path / ".venv" / "lib").mkdir(parents=True)
     (tmp_path / ".venv" / "lib" / "x.py").write_text(APP)  # never read: not the app's code
     command = [sys.executable, "-m", "appschedule", "import", "source", str(tmp_path), "--deployment", "web"]
@@ -192,5 +197,6 @@ def test_the_command_reads_a_tree_and_says_what_it_could_not(tmp_path: Path) -> 
     assert names == ["weekly-report", "refresh", "send-digest", "nightly-cleanup", "cleanup"]
     assert f"# send-digest: {tmp_path}/proj/jobs.py:7 (APScheduler): remove" in done.stdout
     assert f"{tmp_path}/proj/old.py:1: Python cannot parse it" in done.stderr
-    assert f"{tmp_path}/web/jobs.js: JavaScript/TypeScript" in done.stderr
+    assert f"{tmp_path}/web/jobs.js:2 (node-cron)" in done.stderr and "code of its own" in done.stderr
+    assert f"{tmp_path}/web/later.js:1 (node-schedule)" in done.stderr
     models.AppScheduleSpec.model_validate(document["spec"])
