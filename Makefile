@@ -8,7 +8,7 @@ CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
-.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools db-tools node-claim js-fixtures check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools db-tools node-claim js-fixtures ruby-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
@@ -39,6 +39,9 @@ js-fixtures:  ## the frameworks import source is checked against (tests/unit/dat
 db-tools: venv  ## PostgreSQL and MariaDB (Debian's packages, apt-get when missing): the claim's conformance suite
 	$(STEP) db-tools $(CLUSTER) db-tools
 
+ruby-tools: venv  ## Ruby and Fugit (Debian's ruby-fugit, apt-get when missing): import source's Solid Queue and sidekiq-cron translations are checked on it
+	$(STEP) ruby-tools $(CLUSTER) ruby-tools
+
 prom-tools: venv  ## Prometheus' server and promtool (Debian's package, apt-get when missing): the alerts' and dashboard's tests
 	$(STEP) prom-tools $(CLUSTER) prom-tools
 
@@ -64,7 +67,7 @@ lint: venv  ## ruff, and the import rules of .importlinter (layers, a pure core 
 typecheck: venv
 	$(STEP) typecheck $(BIN)/mypy
 
-unit: venv db-tools node-claim js-fixtures  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
+unit: venv db-tools node-claim js-fixtures ruby-tools  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
 	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit tests/claim
 
 integration: venv tools prom-tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)

@@ -85,6 +85,11 @@ PACKAGES = {  # what must exist -> the Debian package that provides it
 # Prometheus' server and promtool, for the tests of the chart's alerts and dashboard (tests/integration/test_alerts.py)
 PROMETHEUS_PACKAGES = {"/usr/bin/promtool": "prometheus", "/usr/bin/prometheus": "prometheus"}
 # the claim's conformance suite runs on real servers (tests/claim/servers.py starts and stops them)
+# the Fugit that Solid Queue and sidekiq-cron read schedules with: import source's Rails translations are checked on it
+FUGIT_PACKAGES = {
+    "/usr/bin/ruby": "ruby",
+    "/usr/share/rubygems-integration/all/gems/fugit-1.5.2/lib/fugit.rb": "ruby-fugit",
+}
 DATABASE_PACKAGES = {"/usr/lib/postgresql/15/bin/postgres": "postgresql", "/usr/sbin/mariadbd": "mariadb-server"}
 
 

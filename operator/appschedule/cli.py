@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core import crontab, jssource, keys, models, naming, pysource, render, schedule
+from .core import crontab, jssource, keys, models, naming, pysource, rbsource, render, schedule
 from .core.shards import SHARDS_MAX
 
 if TYPE_CHECKING:
@@ -322,6 +322,16 @@ def cmd_import_source(args: argparse.Namespace) -> int:
             found += scanned.found
             unfaithful += scanned.unfaithful
             continue
+        if path.suffix in (".yml", ".yaml") and path.is_file():
+            try:
+                text = path.read_text()
+                recurring = rbsource.scan(text, str(path)) if rbsource.mentions(text) else pysource.Scan()
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+                unread.append(f"{path}: {str(error).splitlines()[0]}: not read")
+                continue
+            found += recurring.found
+            unfaithful += recurring.unfaithful
+            continue
         if path.suffix != ".py" or not path.is_file():
             continue
         relative = path.relative_to(root).with_suffix("")
@@ -536,8 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     cron.set_defaults(func=cmd_import_crontab)
     source = sources.add_parser(
         "source",
-        help="a source tree: the app's own schedules (APScheduler, Celery beat, node-cron, @nestjs/schedule), one task "
-        "each, with the file and line, the code to remove, and what has no faithful translation",
+        help="a source tree: the app's own schedules (APScheduler, Celery beat, node-cron, @nestjs/schedule, Solid "
+        "Queue, sidekiq-cron), one task each, with the file and line, the code to remove, and what has no faithful "
+        "translation",
     )
     source.add_argument("dir", metavar="DIR", help="the app's source tree")
     source.add_argument("--deployment", required=True, help="the Deployment whose image runs the tasks")

@@ -105,9 +105,10 @@ def _parser(filename: str) -> Any:
     return tree_sitter.Parser(tree_sitter.Language(language))
 
 
-def cron_fields(expression: str) -> str:
+def cron_fields(expression: str, days_and: bool = True) -> str:
     """A node-cron or Nest expression (five fields, or six with seconds first) as a CronJob's five fields;
-    ValueError with the reason when it has no faithful translation."""
+    ValueError with the reason when it has no faithful translation. ``days_and``: the framework fires on days
+    matching both day fields (node-cron, Nest), where a CronJob fires on days matching either (Fugit too)."""
     fields = expression.split()
     if len(fields) == 6:
         if fields[0] not in ("0", "00"):
@@ -118,7 +119,7 @@ def cron_fields(expression: str) -> str:
     day, weekday = fields[2], fields[4]
     if re.search(r"[LW#?]", day.upper()) or re.search(r"#|\?|\dL|^L$", weekday.upper()):
         raise ValueError(f"{expression!r}: L, W, # and ? have no CronJob equivalent")
-    if day != "*" and weekday != "*":
+    if days_and and day != "*" and weekday != "*":
         raise ValueError(
             f"{expression!r}: both day of month and day of week restricted: the framework fires on days matching "
             "both, a CronJob on days matching either"
