@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core import crontab, jssource, keys, models, naming, pysource, rbsource, render, schedule
+from .core import crontab, jssource, keys, models, naming, phpsource, pysource, rbsource, render, schedule
 from .core.shards import SHARDS_MAX
 
 if TYPE_CHECKING:
@@ -322,6 +322,19 @@ def cmd_import_source(args: argparse.Namespace) -> int:
             found += scanned.found
             unfaithful += scanned.unfaithful
             continue
+        if path.suffix == ".php" and path.is_file():
+            try:
+                text = path.read_text()
+                laravel = phpsource.scan(text, str(path)) if phpsource.mentions(text) else pysource.Scan()
+            except (OSError, UnicodeDecodeError, SyntaxError) as error:
+                unread.append(f"{error}: not read")
+                continue
+            except ImportError:
+                unread.append(f"{path}: reading PHP needs tree-sitter: pip install 'appschedule-operator[import]'")
+                continue
+            found += laravel.found
+            unfaithful += laravel.unfaithful
+            continue
         if path.suffix in (".yml", ".yaml") and path.is_file():
             try:
                 text = path.read_text()
@@ -547,8 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
     source = sources.add_parser(
         "source",
         help="a source tree: the app's own schedules (APScheduler, Celery beat, node-cron, @nestjs/schedule, Solid "
-        "Queue, sidekiq-cron), one task each, with the file and line, the code to remove, and what has no faithful "
-        "translation",
+        "Queue, sidekiq-cron, Laravel), one task each, with the file and line, the code to remove, and what has no "
+        "faithful translation",
     )
     source.add_argument("dir", metavar="DIR", help="the app's source tree")
     source.add_argument("--deployment", required=True, help="the Deployment whose image runs the tasks")
