@@ -427,6 +427,12 @@ def _parser() -> argparse.ArgumentParser:
         act.add_argument("--dry-run", action="store_true", help="print the Job, create nothing")
         act.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
         act.set_defaults(all_namespaces=False)
+    resume = commands.add_parser(
+        "resume", parents=[common], help="run a task paused after repeated failures (suspendAfterFailures) again"
+    )
+    resume.add_argument("name", help="the AppSchedule")
+    resume.add_argument("task", help="the task")
+    resume.add_argument("-n", "--namespace", help="namespace (default: the context's)")
     move = commands.add_parser(
         "import",
         parents=[common],
@@ -453,6 +459,47 @@ def _parser() -> argparse.ArgumentParser:
     take.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     take.set_defaults(all_namespaces=False)
     return parser
+
+
+def resumed_annotation(current: Mapping[str, Any], task: str, now: datetime) -> str:
+    """The appschedule.dev/resumed annotation with ``task`` resumed at ``now`` (an unreadable one is replaced)."""
+    from .core import pause
+
+    raw = _dict(_dict(current.get("metadata")).get("annotations")).get(pause.ANNOTATION_RESUMED)
+    found, _ = pause.resumes(str(raw or ""))
+    times = {name: keys.rfc3339(moment) for name, moment in found.items()}
+    declared = {str(_dict(t).get("name")) for t in _list(_dict(current.get("spec")).get("tasks"))}
+    times = {name: time for name, time in times.items() if name in declared}  # a task removed since: gone
+    times[task] = keys.rfc3339(now)
+    return json.dumps(times, sort_keys=True, separators=(",", ":"))
+
+
+def _resume(args: argparse.Namespace, now: datetime) -> int:
+    """resume: record that ``task`` runs again (pause.py); the operator un-suspends its CronJob."""
+    from .core import pause
+
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    where = f'appschedules.appschedule.dev "{args.name}"'
+    group, version, plural = naming.GROUP, naming.VERSION, naming.PLURAL
+    current = _asked(
+        where, namespace, lambda: custom.get_namespaced_custom_object(group, version, namespace, plural, args.name)
+    )
+    declared = [str(_dict(t).get("name")) for t in _list(_dict(current.get("spec")).get("tasks"))]
+    if args.task not in declared:
+        raise PluginError(f'appschedule "{args.name}" has no task "{args.task}"')
+    metadata = {
+        "resourceVersion": _dict(current.get("metadata")).get("resourceVersion"),
+        "annotations": {pause.ANNOTATION_RESUMED: resumed_annotation(current, args.task, now)},
+    }
+    body = {"metadata": metadata}
+    _asked(
+        where,
+        namespace,
+        lambda: custom.patch_namespaced_custom_object(group, version, namespace, plural, args.name, body),
+    )
+    print(f"task {args.task} of appschedule {args.name} resumed: failures before {keys.rfc3339(now)} no longer count")
+    return 0
 
 
 def _import_cronjobs(args: argparse.Namespace) -> int:
@@ -731,6 +778,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _backfill(args, datetime.now(UTC))
         if args.command == "import":
             return _import_cronjobs(args)
+        if args.command == "resume":
+            return _resume(args, datetime.now(UTC).replace(microsecond=0))
         items = _read(args)
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -380,6 +380,15 @@ class TaskSettings(Model):
         description="Retries of a failed run. A retry is a second execution with the same idempotency key, so "
         "it is opt-in. Default: 0.",
     )
+    suspend_after_failures: int | None = Field(
+        None,
+        ge=1,
+        le=RECENT_MAX,
+        description="Pause the task after this many failed runs in a row (1 to 10): its CronJob is suspended, its "
+        "fires are skipped, RunsHealthy and a TaskPaused Event say why; a success resets the count, and kubectl "
+        "appschedule resume NAME TASK runs it again. Manual runs and re-runs count as runs of their fire. "
+        "Default: never.",
+    )
     missed_run_grace_seconds: int | None = Field(
         None, ge=0, description="How late a run may start before it is reported late. Default: 120."
     )

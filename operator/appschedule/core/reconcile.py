@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import cronjobs, cutover, events, keys, ledger, naming, ownership, runs, status
+from . import cronjobs, cutover, events, keys, ledger, naming, ownership, pause, runs, status
 from .events import Event
 from .models import BACKFILLS_MAX, CATCH_UP_WINDOW_MAX, DEFAULTS, BackfillStatus, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
@@ -48,6 +48,7 @@ class Plan:
     create: list[Manifest] = field(default_factory=list)  # Jobs to create, in order: catch-ups, then backfills
     delete_jobs: list[str] = field(default_factory=list)  # Jobs of backfills no longer in the spec
     suspend: list[tuple[str, str]] = field(default_factory=list)  # (CronJob, the cut) taken over from: suspend it
+    paused: list[str] = field(default_factory=list)  # tasks paused after repeated failures (pause.py)
 
 
 def _index(spec: Mapping[str, Any], task: str) -> int:
@@ -87,6 +88,7 @@ def plan(
     else:
         rendered = render(appschedule, world.deployment.as_object())
     errors.extend(rendered.errors)
+    pauses, unreadable = _pauses(world, rendered)
 
     ours = {n: c for n, c in world.cronjobs.items() if c.ours(view)}
     desired: dict[str, Manifest] = {}
@@ -97,7 +99,7 @@ def plan(
             reason = "WriteFailed" if task in failed else "InvalidSpec"
             errors.append(SpecError(f"spec.tasks[{_index(spec, task)}]", message, task=task, reason=reason))
         desired = {
-            task: cronjobs.with_hash(manifest)
+            task: cronjobs.with_hash(_suspended(manifest) if task in pauses else manifest)
             for task, manifest in rendered.cronjobs.items()
             if task not in conflicts and task not in rejected and task not in failed
         }
@@ -134,9 +136,15 @@ def plan(
     ready = status.ready_condition(errors, len(desired), view.deployment, view.status, view.generation, now_text)
     runs = _ledgers(world, running, rendered, now, result)
     backfills = _backfills(world, running, now, result)
+    paused_problems = [("TaskPaused", p.message()) for p in pauses.values()]
+    paused_problems += [("InvalidAnnotation", unreadable)] if unreadable else []
     healthy = (
         status.runs_healthy_condition(
-            [p for a in runs.values() for p in a.problems], len(runs), view.status, view.generation, now_text
+            [*paused_problems, *(p for a in runs.values() for p in a.problems)],
+            len(runs),
+            view.status,
+            view.generation,
+            now_text,
         )
         if runs
         else None
@@ -164,8 +172,51 @@ def plan(
         events.for_change(old_ready, ready, errors)
         + events.for_runs([e for a in runs.values() for e in a.events])
         + _cut_over_events(view, world, cuts)
+        + _pause_events(world, desired, pauses)
     )
+    result.paused = sorted(pauses)
     return result
+
+
+def _pauses(world: World, rendered: Rendered) -> tuple[dict[str, pause.Pause], str | None]:
+    """The tasks paused after repeated failures (pause.py), from the runs the status holds; and what is wrong
+    with the resume annotation, if anything."""
+    spec = rendered.spec
+    if spec is None:
+        return {}, None
+    view = world.appschedule
+    resumed, unreadable = pause.resumes(view.resumed)
+    previous = {t.get("name"): t for t in view.status.get("tasks") or [] if isinstance(t, Mapping)}
+    fallback = spec.defaults.suspend_after_failures if spec.defaults is not None else None
+    found = {}
+    for task in spec.tasks:
+        recent = previous.get(task.name, {}).get("recent")
+        paused = pause.paused(
+            task.name,
+            task.suspend_after_failures or fallback,
+            recent if isinstance(recent, list) else [],
+            resumed.get(task.name),
+        )
+        if paused is not None:
+            found[task.name] = paused
+    return found, unreadable
+
+
+def _suspended(manifest: Manifest) -> Manifest:
+    return {**manifest, "spec": {**manifest["spec"], "suspend": True}}
+
+
+def _pause_events(world: World, desired: Mapping[str, Manifest], pauses: Mapping[str, pause.Pause]) -> list[Event]:
+    """TaskPaused when a task's CronJob is suspended for its failures, TaskResumed when it runs again."""
+    view, found = world.appschedule, []
+    for task, manifest in desired.items():
+        held = world.cronjobs.get(str(manifest["metadata"]["name"]))
+        was = held is not None and held.ours(view) and held.spec.get("suspend") is True
+        if task in pauses and not was:
+            found.append(Event("Warning", "TaskPaused", pauses[task].message()[:1024]))
+        elif was and task not in pauses and not manifest["spec"].get("suspend") and held is not None:
+            found.append(Event("Normal", "TaskResumed", f"task {task!r} runs again"))
+    return found
 
 
 def _cut_overs(

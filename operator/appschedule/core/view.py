@@ -25,6 +25,9 @@ from . import naming
 from .models import FAILURE_MAX, printable
 from .render import valid_tasks
 
+ANNOTATION_RESUMED = f"{naming.GROUP}/resumed"  # pause.py reads it
+RESUMED_MAX = 16 * 1024  # of the annotation kept: 100 tasks' names and times fit
+
 Key = tuple[str, str]  # (namespace, name)
 JobOutcome = Literal["Complete", "Failed"]  # a Job's terminal condition
 
@@ -82,6 +85,7 @@ class AppScheduleView:
     status: Mapping[str, Any]
     declared: tuple[str, ...]  # task names as written, also of invalid tasks
     valid: frozenset[str]  # tasks that would get a CronJob if nothing else stood in the way
+    resumed: str = ""  # its appschedule.dev/resumed annotation (pause.py): when each paused task was resumed
 
     @property
     def key(self) -> Key:
@@ -106,7 +110,7 @@ class AppScheduleView:
 
     def as_object(self) -> dict[str, Any]:
         """The AppSchedule as render and plan read it."""
-        meta = {
+        meta: dict[str, Any] = {
             "name": self.name,
             "namespace": self.namespace,
             "uid": self.uid,
@@ -114,6 +118,8 @@ class AppScheduleView:
             "creationTimestamp": self.created,
             "resourceVersion": self.resource_version,
         }
+        if self.resumed:
+            meta["annotations"] = {ANNOTATION_RESUMED: self.resumed}
         return {
             "apiVersion": naming.API_VERSION,
             "kind": naming.KIND,
@@ -123,12 +129,13 @@ class AppScheduleView:
         }
 
     def same_except_status(self, other: AppScheduleView) -> bool:
-        return (self.uid, self.generation, self.deleting, self.created, self.spec) == (
+        return (self.uid, self.generation, self.deleting, self.created, self.spec, self.resumed) == (
             other.uid,
             other.generation,
             other.deleting,
             other.created,
             other.spec,
+            other.resumed,
         )
 
 
@@ -151,6 +158,7 @@ def project_appschedule(body: Mapping[str, Any]) -> AppScheduleView:
         status=_shared_dict(body.get("status")),
         declared=declared,
         valid=frozenset(valid_tasks(spec)),
+        resumed=str(_dict(meta.get("annotations")).get(ANNOTATION_RESUMED) or "")[:RESUMED_MAX],
     )
 
 
