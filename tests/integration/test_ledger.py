@@ -81,11 +81,14 @@ def wait_for_boundary(margin: float = 8) -> float:
     return time.time() + left
 
 
-def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubectl: Kubectl) -> None:
+def test_runs_carry_their_key_and_outcomes_are_counted(
+    world: Namespaced, kubectl: Kubectl, cluster: ClusterUnderTest
+) -> None:
     """One boundary for: a run with its key in its pod's env that wins its claim, a manual re-run that gets the
     same key, counts as a duplicate and loses its claim (absorbed: it did nothing), a failing run (exit 1), one
     killed by the OOM killer, a run stopped by activeDeadlineSeconds (stuck) and a suspended task (skipped, not
-    missed). The pods are kwok's (stages.yaml): their termination message is the claim libraries' line."""
+    missed), and a task paused after its failed run (suspendAfterFailures) and resumed with the plugin. The pods
+    are kwok's (stages.yaml): their termination message is the claim libraries' line."""
     world.deployment()
     boundary = wait_for_boundary()
     tasks = [
@@ -94,9 +97,10 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubect
         task("oom", "* * * * *", podAnnotations={OUTCOME: "oom"}),
         task("hang", "* * * * *", activeDeadlineSeconds=5, podAnnotations={OUTCOME: "hang"}),
         task("paused", "* * * * *", suspend=True),
+        task("flaky", "* * * * *", suspendAfterFailures=1, podAnnotations={OUTCOME: "fail"}),
     ]
     world.appschedule("shop", tasks)
-    wait_for(lambda: len(world.cronjobs()) == 5, timeout=30, what="5 CronJobs")
+    wait_for(lambda: len(world.cronjobs()) == 6, timeout=30, what="6 CronJobs")
     fire = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(boundary))
     key = f"ok@{fire}"
 
@@ -149,6 +153,15 @@ def test_runs_carry_their_key_and_outcomes_are_counted(world: Namespaced, kubect
     wait_for(lambda: (task_status(world, "shop", "hang").get("lastRun") or {}).get("failure") == "DeadlineExceeded",
              timeout=30, what="hang's failure")  # fmt: skip
     assert "unclaimed" in counts(world, "shop", "boom")  # its pod claimed nothing: no library
+
+    # flaky failed once with suspendAfterFailures: 1: paused (its CronJob suspended), said; resumed by the plugin
+    wait_for(lambda: world.cronjobs()["shop-flaky"]["spec"].get("suspend") is True, timeout=30, what="flaky paused")
+    has_events(world, "TaskPaused")
+    assert "flaky" in world.condition("shop", "RunsHealthy")["message"]
+    resumed = plugin(cluster, "resume", "shop", "flaky", "-n", world.namespace)
+    assert resumed.returncode == 0, resumed.stderr
+    wait_for(lambda: world.cronjobs()["shop-flaky"]["spec"].get("suspend") is False, timeout=30, what="flaky resumed")
+    has_events(world, "TaskResumed")
 
     # every recorded Job lets go of the finalizer; the metrics say what the status says
     def released() -> bool:
