@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from .core import keys, naming, runs
+from .core import keys, naming, pause, runs
 from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire, repeat_of
 
 WIDTH = 80
@@ -101,9 +101,12 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     conditions = {str(c.get("type")): c for c in _list(status.get("conditions")) if isinstance(c, Mapping)}
     tracked = {str(t.get("name")): t for t in _list(status.get("tasks")) if isinstance(t, Mapping)}
     declared = [str(t.get("name")) for t in _list(spec.get("tasks")) if isinstance(t, Mapping) and t.get("name")]
+    thresholds = _thresholds(spec)
+    resumed, _ = pause.resumes(str(_dict(meta.get("annotations")).get(pause.ANNOTATION_RESUMED) or ""))
     tasks = []
     for name in declared + [n for n in tracked if n not in declared]:
         task = _dict(tracked.get(name))
+        paused = pause.paused(name, thresholds.get(name), _list(task.get("recent")), resumed.get(name))
         last = _dict(task.get("lastRun"))
         counts = _dict(task.get("counts"))
         tasks.append(
@@ -119,6 +122,7 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
                 "counts": {k: int(counts.get(k) or 0) for k in COUNTS} if counts else None,
                 "health": _health(task) if task else "not tracked yet",
                 "declared": name in declared,
+                "paused": {"failures": paused.failures, "last": paused.last, "why": paused.why} if paused else None,
             }
         )
     fields = ("name", "task", "state", "fires", "started", "active", "succeeded", "failed", "next", "message")
@@ -132,6 +136,17 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         "tasks": tasks,
         "backfills": backfills,
     }
+
+
+def _thresholds(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Each task's suspendAfterFailures (its own, else spec.defaults'), where it is a number the schema takes."""
+    fallback = _dict(spec.get("defaults")).get("suspendAfterFailures")
+    found = {}
+    for task in _list(spec.get("tasks")):
+        value = _dict(task).get("suspendAfterFailures", fallback)
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 10:
+            found[str(_dict(task).get("name"))] = value
+    return found
 
 
 def text(described: Sequence[Mapping[str, Any]]) -> str:
@@ -174,6 +189,12 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
                         f"    refused   {counts['refused']} Jobs stating a time not the cluster's (Event OddJob)"
                     )
             lines.append(f"    health    {task.get('health')}")
+            held = _dict(task.get("paused"))
+            if held:
+                lines.append(
+                    f"    paused    after {held.get('failures')} failed runs, the last {held.get('last')}: kubectl "
+                    f"appschedule resume {item.get('name')} {task['name']}"
+                )
             upcoming = task.get("next")
             if isinstance(upcoming, str):
                 lines.append(f"    next      {upcoming}")
@@ -463,8 +484,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def resumed_annotation(current: Mapping[str, Any], task: str, now: datetime) -> str:
     """The appschedule.dev/resumed annotation with ``task`` resumed at ``now`` (an unreadable one is replaced)."""
-    from .core import pause
-
     raw = _dict(_dict(current.get("metadata")).get("annotations")).get(pause.ANNOTATION_RESUMED)
     found, _ = pause.resumes(str(raw or ""))
     times = {name: keys.rfc3339(moment) for name, moment in found.items()}
@@ -476,8 +495,6 @@ def resumed_annotation(current: Mapping[str, Any], task: str, now: datetime) -> 
 
 def _resume(args: argparse.Namespace, now: datetime) -> int:
     """resume: record that ``task`` runs again (pause.py); the operator un-suspends its CronJob."""
-    from .core import pause
-
     custom, default_namespace = _api(args)
     namespace = args.namespace or default_namespace
     where = f'appschedules.appschedule.dev "{args.name}"'

@@ -11,7 +11,7 @@ from typing import Any
 from appschedule.core import pause
 from appschedule.core.admission import check_appschedule
 from appschedule.core.reconcile import plan
-from appschedule.plugin import resumed_annotation
+from appschedule.plugin import describe, resumed_annotation, text
 from tests.kit.worlds import world_of
 
 
@@ -125,3 +125,15 @@ def test_resume_writes_the_task_and_keeps_the_others() -> None:
         "sync": "2026-10-25T03:35:00Z"  # a task no longer declared is dropped: the annotation stays bounded
     }
     assert json.loads(resumed_annotation(appschedule([], "garbage"), "sync", NOW)) == {"sync": "2026-10-25T03:40:00Z"}
+
+
+def test_the_plugin_status_shows_a_paused_task_within_80_columns() -> None:
+    body = appschedule(FALL_BACK, json.dumps({"other": "2026-10-25T03:35:00Z"}), suspendAfterFailures=3)
+    described = describe(body, NOW)
+    assert described["tasks"][0]["paused"] == {"failures": 3, "last": "sync@2026-10-25T02:30:00Z", "why": "exit 3"}
+    shown = text([described])
+    assert "paused    after 3 failed runs, the last sync@2026-10-25T02:30:00Z" in shown.replace("\n       ", "")
+    assert "kubectl appschedule resume shop sync" in " ".join(shown.split())
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    resumed = appschedule(FALL_BACK, json.dumps({"sync": "2026-10-25T03:35:00Z"}), suspendAfterFailures=3)
+    assert describe(resumed, NOW)["tasks"][0]["paused"] is None
