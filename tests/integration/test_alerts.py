@@ -63,7 +63,7 @@ def test_the_rules_as_rendered_pass_promtool_check(rendered: tuple[dict[str, Any
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec))
     checked = prometheus.promtool("check", "rules", str(tmp_path / "rules.yaml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 5 rules found" in checked.stdout
+    assert "SUCCESS: 6 rules found" in checked.stdout
 
 
 def test_each_run_alert_fires_for_its_case_within_the_window_and_resolves_after(
@@ -186,5 +186,30 @@ def test_operator_down_fires_after_its_for_and_not_while_it_is_scraped(
                 {"eval_time": f"{m}m", "alertname": "AppScheduleOperatorDown", "exp_alerts": []} for m in (5, 13, 20)
             ],
         },
+    ]
+    run_promtool_tests(tmp_path, spec, tests)
+
+
+def test_task_paused_fires_while_the_gauge_says_so_and_resolves_on_resume(
+    rendered: tuple[dict[str, Any], str], tmp_path: Path
+) -> None:
+    """appschedule_task_paused is 1 while a task is paused after its failures (suspendAfterFailures): the alert
+    fires at once and resolves when the task is resumed (the gauge 0) or deleted (the series stale)."""
+    spec, _ = rendered
+    expected = expanded(spec, "AppScheduleTaskPaused", SHOP, "1")
+    firing = [{"exp_labels": {**SHOP, "severity": "warning"}, "exp_annotations": expected}]
+    cases = {"resumed": "0x5 1x10 0x10", "deleted": "0x5 1x10 stale"}
+    tests = [
+        {
+            "name": case,
+            "interval": "1m",
+            "input_series": [{"series": f"appschedule_task_paused{{{SELECTOR}}}", "values": values}],
+            "alert_rule_test": [
+                {"eval_time": "3m", "alertname": "AppScheduleTaskPaused", "exp_alerts": []},
+                {"eval_time": "8m", "alertname": "AppScheduleTaskPaused", "exp_alerts": firing},
+                {"eval_time": "20m", "alertname": "AppScheduleTaskPaused", "exp_alerts": []},
+            ],
+        }
+        for case, values in cases.items()
     ]
     run_promtool_tests(tmp_path, spec, tests)

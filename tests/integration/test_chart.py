@@ -290,6 +290,7 @@ def test_alerts_and_dashboard_query_metrics_the_operator_exports(helm: Helm) -> 
         "AppScheduleRunFailed",
         "AppScheduleRunStuck",
         "AppScheduleDuplicateRun",
+        "AppScheduleTaskPaused",
         "AppScheduleOperatorDown",
     }
     (dashboard,) = [c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"].endswith("-dashboard")]

@@ -70,3 +70,14 @@ def test_durations_are_a_histogram_per_task_and_result_and_go_with_the_task() ->
     assert sample("appschedule_runs_total", **labels, result="succeeded") == 0  # its counters exist at 0 too
     metrics.forget("ns-durations", "shop", ["report"])
     assert b"ns-durations" not in generate_latest(metrics.REGISTRY)
+
+
+def test_a_paused_task_is_a_gauge_of_one_and_a_resumed_one_of_zero() -> None:
+    labels = {"namespace": "ns-paused", "appschedule": "shop"}
+    metrics.paused("ns-paused", "shop", ["sync", "report"], ["sync"])
+    assert sample("appschedule_task_paused", **labels, task="sync") == 1
+    assert sample("appschedule_task_paused", **labels, task="report") == 0
+    metrics.paused("ns-paused", "shop", ["sync", "report"], [])
+    assert sample("appschedule_task_paused", **labels, task="sync") == 0
+    metrics.forget("ns-paused", "shop", ["sync", "report"])
+    assert b"ns-paused" not in generate_latest(metrics.REGISTRY)

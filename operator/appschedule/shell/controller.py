@@ -384,6 +384,7 @@ class Controller:
                     outcome.applied += 1
             outcome.jobs, not_started = await self._write_jobs(write, decided)  # idempotent: never waits
             metrics.track(*key, world.appschedule.status)
+            metrics.paused(*key, world.appschedule.declared, decided.paused)
             left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
             if left > 0:  # a fire that came, or runs that started: the next plan writes it, with the rest
                 return Result(outcome, wake_at=earliest(decided.wake_at, now + timedelta(seconds=left)))

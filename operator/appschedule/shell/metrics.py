@@ -63,7 +63,13 @@ GAUGES = (
         "appschedule_schedule_interval_seconds",
         "Seconds from the task's next scheduled time to the one after it: its period, for a regular schedule.",
     ),
+    (
+        "appschedule_task_paused",
+        "1 while the task is paused after failed runs in a row (suspendAfterFailures), 0 otherwise: kubectl "
+        "appschedule resume runs it again.",
+    ),
 )
+PAUSED = 3  # the gauge's place in TaskSeries.gauges
 DURATION = ("appschedule_run_duration_seconds", "From a run's Job creation to its end.")
 BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
 RECONCILES = Counter(
@@ -235,6 +241,13 @@ def _interval(entry: Mapping[str, Any], upcoming: datetime) -> float | None:
         return None
     after = next_fire(schedule, upcoming)
     return (after - upcoming).total_seconds() if after is not None else None
+
+
+def paused(namespace: str, appschedule: str, tasks: Iterable[str], which: Iterable[str]) -> None:
+    """Set the paused gauge of each task the plan saw: 1 for those paused after their failures, 0 for the rest."""
+    stopped = set(which)
+    for task in tasks:
+        TASKS.task((namespace, appschedule, task)).gauges[PAUSED] = 1.0 if task in stopped else 0.0
 
 
 def record_durations(namespace: str, appschedule: str, finished: Iterable[tuple[str, str, float]]) -> None:
