@@ -209,7 +209,7 @@ class _File:
     # -- what the file binds
 
     def bindings(self, root: Any) -> None:
-        for node in _walk(root):
+        for node in walk(root):
             self.line = self.where(node)
             if node.type == "import_statement":
                 self.module = True
@@ -298,7 +298,7 @@ class _File:
     # -- what the file schedules
 
     def schedules(self, root: Any) -> None:
-        for node in _walk(root):
+        for node in walk(root):
             if node.type == "call_expression":
                 self._node_cron(node)
             elif node.type == "class_body":
@@ -333,7 +333,7 @@ class _File:
         if command is None:
             return self._unfaithful(call, NODE_CRON, f"{why}; its schedule would be {schedule!r}")
         name = str(options.get("name") or why)
-        task: dict[str, object] = {"name": task_name(_words(name)), "schedule": schedule, "command": command}
+        task: dict[str, object] = {"name": task_name(words(name)), "schedule": schedule, "command": command}
         if zone:
             task["timeZone"] = str(zone)
         notes = ["the module it imports must not start the scheduler or the server when imported"]
@@ -457,7 +457,7 @@ class _File:
         )
         name = str(options.get("name") or method_name)
         task: dict[str, object] = {
-            "name": task_name(_words(name)),
+            "name": task_name(words(name)),
             "schedule": schedule,
             "command": ["node", "-e", script],
         }
@@ -512,17 +512,29 @@ def transition_notes(schedule: Schedule, framework: str, now: datetime) -> list[
     return notes
 
 
-def _words(name: str) -> str:
+def words(name: str) -> str:
     """camelCase as words: sendWeeklyReport -> send-Weekly-Report (then lower-cased by task_name)."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name)
 
 
-def _walk(node: Any) -> Iterator[Any]:
+def walk(node: Any) -> Iterator[Any]:
+    """A tree-sitter node and every named node under it, in source order."""
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
         stack.extend(reversed(current.named_children))
+
+
+def syntax_error(tree: Any, filename: str) -> SyntaxError | None:
+    """The error of a tree the grammar could not parse whole, naming the file and the line where it went wrong."""
+    if not tree.root_node.has_error:
+        return None
+    errors = [n for n in walk(tree.root_node) if n.type == "ERROR" or n.is_missing] or [tree.root_node]
+    broken = min(errors, key=lambda n: n.end_byte - n.start_byte)  # the innermost: where it went wrong
+    complete = ("_declaration", "_statement", "comment")  # whole statements the error node swallowed: not it
+    broken = next((c for c in broken.children if not (c.type.endswith(complete) and not c.has_error)), broken)
+    return SyntaxError(f"{filename}:{broken.start_point[0] + 1}: the grammar cannot parse it")
 
 
 def mentions(text: str) -> bool:
@@ -534,12 +546,9 @@ def scan(text: str, filename: str, relative: str, now: datetime) -> Scan:
     """The schedules in one JavaScript or TypeScript file (``now``: where the year its daylight-saving notes look at
     begins). A file the grammar cannot parse raises SyntaxError naming the file and the line of the first error."""
     tree = _parser(filename).parse(text.encode())
-    if tree.root_node.has_error:
-        errors = [n for n in _walk(tree.root_node) if n.type == "ERROR" or n.is_missing] or [tree.root_node]
-        broken = min(errors, key=lambda n: n.end_byte - n.start_byte)  # the innermost: where it went wrong
-        complete = ("_declaration", "_statement", "comment")  # whole statements the error node swallowed: not it
-        broken = next((c for c in broken.children if not (c.type.endswith(complete) and not c.has_error)), broken)
-        raise SyntaxError(f"{filename}:{broken.start_point[0] + 1}: the grammar cannot parse it")
+    error = syntax_error(tree, filename)
+    if error is not None:
+        raise error
     found = _File(text, filename, relative, now)
     found.bindings(tree.root_node)
     found.schedules(tree.root_node)

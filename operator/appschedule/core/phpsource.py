@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterator
 from typing import Any
 
+from .jssource import syntax_error, walk, words
 from .pysource import Found, Scan, Unfaithful, task_name
 from .schedule import ScheduleError, parse
 
@@ -57,14 +57,6 @@ class NotLiteral(ValueError):
 
 class Untranslatable(ValueError):
     pass
-
-
-def _walk(node: Any) -> Iterator[Any]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.named_children))
 
 
 def _parser() -> Any:
@@ -160,7 +152,7 @@ class _File:
     # -- the file
 
     def read(self, root: Any) -> None:
-        for node in _walk(root):
+        for node in walk(root):
             if node.type == "namespace_definition":
                 name = node.child_by_field_name("name")
                 if name is not None:
@@ -171,7 +163,7 @@ class _File:
                 if names:
                     full = self.text(names[0]).lstrip("\\")
                     self.uses[self.text(alias) if alias is not None else full.rsplit("\\", 1)[-1]] = full
-        for node in _walk(root):
+        for node in walk(root):
             if node.type == "expression_statement" and node.named_children:
                 chain = self._chain(node.named_children[0])
                 if chain:
@@ -217,10 +209,10 @@ class _File:
         if kind == "command":
             if target.type == "class_constant_access_expression":
                 raise Untranslatable("a command given by its class: write its artisan name")
-            words = shlex.split(str(self.literal(arguments[0])))
+            argv = shlex.split(str(self.literal(arguments[0])))
             extra = self.literal(arguments[1]) if len(arguments) > 1 else []
-            command = ["php", "artisan", *words, *map(str, extra)]
-            name = words[0].replace(":", "-")
+            command = ["php", "artisan", *argv, *map(str, extra)]
+            name = argv[0].replace(":", "-")
         elif kind == "job":
             if target.type == "object_creation_expression":
                 created = [c for c in target.named_children if c.type in ("name", "qualified_name")]
@@ -244,7 +236,7 @@ class _File:
             self._apply(method, values, expression, task, notes)
         schedule = " ".join(expression.fields)
         parse(schedule, str(task.get("timeZone") or "UTC"))  # the CronJob controller's syntax: else listed
-        out: dict[str, object] = {"name": task_name(_words(name)), "schedule": schedule, "command": command}
+        out: dict[str, object] = {"name": task_name(words(name)), "schedule": schedule, "command": command}
         out.update(task)
         if "timeZone" not in task:
             notes.append("Laravel used app.schedule_timezone (else app.timezone); the task's is spec.timeZone")
@@ -325,10 +317,6 @@ class _File:
             raise Untranslatable(f"{method}(): not a method this import reads")
 
 
-def _words(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name)
-
-
 def mentions(text: str) -> bool:
     return "$schedule->" in text or "Schedule::" in text
 
@@ -336,10 +324,9 @@ def mentions(text: str) -> bool:
 def scan(text: str, filename: str) -> Scan:
     """The scheduled tasks of one PHP file. A file the grammar cannot parse raises SyntaxError naming it."""
     tree = _parser().parse(text.encode())
-    if tree.root_node.has_error:
-        errors = [n for n in _walk(tree.root_node) if n.type == "ERROR" or n.is_missing] or [tree.root_node]
-        broken = min(errors, key=lambda n: n.end_byte - n.start_byte)
-        raise SyntaxError(f"{filename}:{broken.start_point[0] + 1}: the grammar cannot parse it")
+    error = syntax_error(tree, filename)
+    if error is not None:
+        raise error
     found = _File(text, filename)
     found.read(tree.root_node)
     return found.scan
