@@ -100,6 +100,14 @@ class FakeCluster:
         self._call("delete_cronjob", namespace, name, write=True)
         self.cronjobs.pop((namespace, name), None)
 
+    def suspend_cronjob(self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+        self._call("suspend_cronjob", namespace, name, write=True)
+        found = copy.deepcopy(self.cronjobs[namespace, name])
+        found["metadata"].setdefault("annotations", {}).update(annotations)
+        found["spec"]["suspend"] = True
+        self.cronjobs[namespace, name] = self._stored(found)
+        return copy.deepcopy(self.cronjobs[namespace, name])
+
     def create_job(self, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
         meta = manifest["metadata"]
         name = meta.get("name") or f"{meta.get('generateName', 'job-')}{self.version}"

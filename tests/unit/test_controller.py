@@ -17,10 +17,14 @@ import yaml
 
 from appschedule.core import naming, status
 from appschedule.core.keys import rfc3339
+from appschedule.core.reconcile import plan as cut_plan
 from appschedule.core.view import project_appschedule, project_cronjob, project_deployment, project_job
 from appschedule.shell.controller import Controller, Options
 from appschedule.shell.leader import Fenced
 from tests.kit.fake_cluster import FakeCluster, api_error
+from tests.kit.worlds import world_of
+from tests.unit.test_cutover import appschedule as cut_appschedule
+from tests.unit.test_cutover import old_cronjob
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)  # two days before Europe/Berlin springs forward
@@ -258,3 +262,29 @@ def test_a_mark_planned_again_after_a_cronjob_write_failed_is_written_from_a_lis
     assert "list_jobs shop/shop" in cluster.calls
     task = next(t for t in cluster.statuses[KEY]["tasks"] if t["name"] == "sync-inventory")
     assert task["counts"]["manual"] == 12
+
+
+def test_a_cut_over_said_with_its_suspension_while_the_status_waits_for_the_runs_of_that_fire() -> None:
+    """The old CronJob is suspended in the reconcile its last fire's Job wakes; that run's start may wait for its
+    end, but the CutOver Event goes with the suspension: the next plan sees it done and cannot say it again."""
+    _, deployment = objects()
+    at = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)  # the old CronJob's last fire; the cut a second after it
+    before = old_cronjob("*/5 * * * *", last="2026-03-27T11:55:00Z")
+    cut = cut_plan(world_of(cut_appschedule(), deployment, [before]), at + timedelta(seconds=0.5))
+    mine = copy.deepcopy(cut.apply[0])
+    mine["metadata"].update(uid="uid-ours", resourceVersion="3", creationTimestamp="2026-03-27T12:00:01Z")
+    mine["metadata"]["ownerReferences"][0]["uid"] = "uid-shop"
+    handing = cut_plan(world_of(cut_appschedule(cut.status), deployment, [before, mine]), at + timedelta(seconds=2))
+    assert handing.suspend == [] and handing.apply == []  # its 12:00 not started yet: it runs it first
+    settled = cut_appschedule(handing.status)
+    settled["metadata"]["resourceVersion"] = "4"
+    cluster = FakeCluster()
+    cluster.cronjobs["shop", "nightly"] = old_cronjob("*/5 * * * *", last="2026-03-27T12:00:00Z")
+    cluster.cronjobs["shop", mine["metadata"]["name"]] = mine
+    started = job_body("report", at, finished=False)  # the old CronJob's Job of 12:00, running
+    started["metadata"]["ownerReferences"] = [{"kind": "CronJob", "name": "nightly", "uid": "uid-nightly"}]
+    cluster.jobs["shop", started["metadata"]["name"]] = started
+    result = run(lambda: controller(cluster, settled, deployment).reconcile(KEY, at + timedelta(seconds=3)))
+    assert cluster.cronjobs["shop", "nightly"]["spec"]["suspend"] is True
+    assert cluster.calls == ["suspend_cronjob shop/nightly", "post_event shop/shop"]  # the run's start waits
+    assert cluster.reasons() == ["CutOver"] and result.outcome.events == 1

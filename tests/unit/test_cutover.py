@@ -160,7 +160,7 @@ def test_plan_waits_for_a_cronjob_nobody_handed_over(deployment: dict[str, Any])
         result = plan(world_of(appschedule(), deployment, [old]), z("2026-03-27T12:02:00Z"))
         assert result.apply == [] and result.suspend == []
         assert "cronJob" not in result.status["tasks"][0]  # not run here, nor counted through a CronJob not handed over
-        assert [(e.type, e.reason) for e in result.events if e.reason.startswith("CutOver")] == [
+        assert [(e.type, e.reason) for e in result.write_events if e.reason.startswith("CutOver")] == [
             ("Warning", "CutOverWaiting")
         ]
 
@@ -174,7 +174,7 @@ def test_plan_hands_over(deployment: dict[str, Any]) -> None:
     made = plan(world_of(appschedule(), deployment, [old]), z("2026-03-27T12:02:00Z"))
     assert [m["metadata"]["name"] for m in made.apply] == ["shop-report"] and made.suspend == []
     assert made.wake_at == z("2026-03-27T12:02:01Z")
-    assert [e.reason for e in made.events if e.reason.startswith("CutOver")] == ["CutOverStarted"]
+    assert [e.reason for e in made.write_events if e.reason.startswith("CutOver")] == ["CutOverStarted"]
 
     ours = {**made.apply[0], "metadata": {**made.apply[0]["metadata"], "uid": "uid-ours",
                                           "creationTimestamp": "2026-03-27T12:02:01Z"}}  # fmt: skip
@@ -182,12 +182,12 @@ def test_plan_hands_over(deployment: dict[str, Any]) -> None:
     after = plan(world_of(appschedule(made.status), deployment, [old, ours]), z("2026-03-27T12:02:02Z"))
     assert after.suspend == [("nightly", "2026-03-27T12:02:01Z")]
     assert after.status["tasks"][0]["cronJob"] == naming.cronjob_name("shop", "report")
-    assert [e.reason for e in after.events if e.reason.startswith("CutOver")] == ["CutOver"]
+    assert [e.reason for e in after.write_events if e.reason.startswith("CutOver")] == ["CutOver"]
 
     suspended = {**old, "spec": {**old["spec"], "suspend": True}}
     done = plan(world_of(appschedule(after.status), deployment, [suspended, ours]), z("2026-03-27T12:02:03Z"))
     assert done.suspend == [] and done.apply == []
-    assert [e.reason for e in done.events if e.reason.startswith("CutOver")] == []
+    assert [e.reason for e in done.write_events if e.reason.startswith("CutOver")] == []
 
 
 def test_the_ledger_counts_the_old_cronjobs_jobs_around_the_cut(deployment: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from appschedule.core import pause
 from appschedule.core.admission import check_appschedule
+from appschedule.core.models import MESSAGE_MAX
 from appschedule.core.reconcile import plan
 from appschedule.plugin import describe, resumed_annotation, text
 from tests.kit.worlds import world_of
@@ -137,3 +138,25 @@ def test_the_plugin_status_shows_a_paused_task_within_80_columns() -> None:
     assert all(len(line) <= 80 for line in shown.splitlines())
     resumed = appschedule(FALL_BACK, json.dumps({"sync": "2026-10-25T03:35:00Z"}), suspendAfterFailures=3)
     assert describe(resumed, NOW)["tasks"][0]["paused"] is None
+
+
+def test_runs_healthy_names_every_task_in_trouble_before_more_of_any_one() -> None:
+    """A paused task's pause and its failures, another task's six failures, a third's one: all three are named
+    first; what does not fit in the condition's message is counted."""
+    from appschedule.core import status
+
+    def failed(task: str, n: int) -> list[tuple[str, str]]:
+        return [("RunFailed", f"task {task!r}: run {task}@2026-03-29T0{i}:00:00Z failed (exit 1)") for i in range(n)]
+
+    flaky = [("TaskPaused", "task 'flaky' paused after 1 failed runs in a row"), *failed("flaky", 1)]
+    groups = [flaky, failed("oom", 6), failed("boom", 1)]
+    made = status.runs_healthy_condition(groups, 3, {}, 1, "2026-03-29T04:00:00Z")
+    assert made.reason == "TaskPaused"
+    parts = made.message.split("; ")
+    assert [p.split("'")[1] for p in parts[:3]] == ["flaky", "oom", "boom"]
+    assert len(parts) == 2 + 6 + 1 and " more" not in made.message  # everything fits
+    many = status.runs_healthy_condition([failed(f"task-{i}", 9) for i in range(12)], 12, {}, 1, "now")
+    assert len(many.message) <= MESSAGE_MAX and many.message.endswith(" more")
+    shown = many.message.split("; ")[:-1]
+    assert [p.split("'")[1] for p in shown[:12]] == [f"task-{i}" for i in range(12)]
+    assert len(shown) + int(many.message.rsplit(" ", 2)[1]) == 12 * 9

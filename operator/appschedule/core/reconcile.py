@@ -49,6 +49,9 @@ class Plan:
     delete_jobs: list[str] = field(default_factory=list)  # Jobs of backfills no longer in the spec
     suspend: list[tuple[str, str]] = field(default_factory=list)  # (CronJob, the cut) taken over from: suspend it
     paused: list[str] = field(default_factory=list)  # tasks paused after repeated failures (pause.py)
+    # Events that say what this reconcile's CronJob writes do (a cut-over's): posted with those writes, even when
+    # the status waits, since the next plan sees the writes done and cannot say them again
+    write_events: list[Event] = field(default_factory=list)
 
 
 def _index(spec: Mapping[str, Any], task: str) -> int:
@@ -136,11 +139,12 @@ def plan(
     ready = status.ready_condition(errors, len(desired), view.deployment, view.status, view.generation, now_text)
     runs = _ledgers(world, running, rendered, now, result)
     backfills = _backfills(world, running, now, result)
-    paused_problems = [("TaskPaused", p.message()) for p in pauses.values()]
-    paused_problems += [("InvalidAnnotation", unreadable)] if unreadable else []
+    # a task's pause and its runs' problems, a group each: the paused first, an unreadable annotation before all
+    by_task = [[("TaskPaused", p.message()), *(runs[t].problems if t in runs else ())] for t, p in pauses.items()]
+    by_task += [a.problems for t, a in runs.items() if t not in pauses]
     healthy = (
         status.runs_healthy_condition(
-            [*paused_problems, *(p for a in runs.values() for p in a.problems)],
+            [*([[("InvalidAnnotation", unreadable)]] if unreadable else []), *by_task],
             len(runs),
             view.status,
             view.generation,
@@ -171,9 +175,9 @@ def plan(
     result.events = (
         events.for_change(old_ready, ready, errors)
         + events.for_runs([e for a in runs.values() for e in a.events])
-        + _cut_over_events(view, world, cuts)
         + _pause_events(world, desired, pauses)
     )
+    result.write_events = _cut_over_events(view, world, cuts)
     result.paused = sorted(pauses)
     return result
 

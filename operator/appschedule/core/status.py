@@ -185,14 +185,25 @@ def _totals(tasks: Sequence[TaskStatus], old: Mapping[str, Any]) -> dict[str, An
 
 
 def runs_healthy_condition(
-    problems: Sequence[tuple[str, str]], tracked: int, old: Mapping[str, Any], generation: Any, now: str
+    problems: Sequence[Sequence[tuple[str, str]]], tracked: int, old: Mapping[str, Any], generation: Any, now: str
 ) -> Condition:
     """RunsHealthy: no missed, failed, stuck or duplicate run among each task's last 10, none late or
-    without a pod now. The reason is the first problem's; the message names tasks and keys, bounded."""
+    without a pod now, no task paused. ``problems`` are grouped by task (a group each, newest first). The
+    reason is the first problem's; the message names every task in trouble before it says more of any one
+    (round robin over the groups), as many as fit in MESSAGE_MAX, then how many more."""
     previous = old.get("conditions") or []
-    if problems:
-        reason = problems[0][0]
-        text = "; ".join(m for _, m in problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+    groups = [list(g) for g in problems if g]
+    if groups:
+        reason = groups[0][0][0]
+        ordered = [g[i] for i in range(max(len(g) for g in groups)) for g in groups if i < len(g)]
+        text = ""
+        for shown, (_, message) in enumerate(ordered):
+            rest = len(ordered) - shown - 1
+            candidate = f"{text}; {message}" if text else message
+            if len(candidate) + (len(f"; and {rest} more") if rest else 0) > MESSAGE_MAX:
+                text = f"{text}; and {len(ordered) - shown} more" if text else message[: MESSAGE_MAX - 3] + "..."
+                break
+            text = candidate
         return condition(previous, "RunsHealthy", "False", reason, text[:MESSAGE_MAX], generation, now)
     message = f"no missed, failed, stuck or duplicate run among the last runs of {tracked} task(s)"
     return condition(previous, "RunsHealthy", "True", "RunsHealthy", message, generation, now)

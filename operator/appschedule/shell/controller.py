@@ -382,6 +382,7 @@ class Controller:
                     unsuspended.append(refusal.message)
                 else:
                     outcome.applied += 1
+            outcome.events = await write.events(world.appschedule.as_object(), decided.write_events, now)
             outcome.jobs, not_started = await self._write_jobs(write, decided)  # idempotent: never waits
             metrics.track(*key, world.appschedule.status)
             metrics.paused(*key, world.appschedule.declared, decided.paused)
@@ -396,7 +397,7 @@ class Controller:
                 outcome.status, outcome.why = 1, decided.status_wait
                 metrics.record_durations(*key, decided.finished)
             outcome.released = await write.release(decided.release)  # recorded in the status written
-            outcome.events = await write.events(appschedule, decided.events, now)
+            outcome.events += await write.events(appschedule, decided.events, now)
             if not_started:
                 await write.events(appschedule, [Event("Warning", "JobNotCreated", not_started[:1024])], now)
         except Fenced as error:
