@@ -38,15 +38,16 @@ from typing import Any
 
 import yaml
 
-from .core import keys, naming, pause, runs
+from .core import blackout, keys, naming, pause, runs
 from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire, repeat_of
+from .core.schedule import check_time_zone as schedule_zone
 
 WIDTH = 80
 NEXT = 3  # fires shown per task
 RECENT = 10  # last runs a task's health is read from (as the RunsHealthy condition)
 COUNTS = (
     "runs", "succeeded", "failed", "missed", "late", "skipped", "duplicates", "stuck", "manual", "reruns", "backfilled",
-    "caughtUp", "unkeyed", "refused", "absorbed", "unclaimed"
+    "caughtUp", "unkeyed", "refused", "absorbed", "unclaimed", "blackedOut"
 )  # fmt: skip
 BACKFILL_MAX = 100  # fires a backfill may have without --max
 
@@ -63,8 +64,10 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _fires(task: Mapping[str, Any], now: datetime) -> list[dict[str, str]] | str:
-    """The task's next fires as its CronJob runs them, or why they cannot be told."""
+def _fires(
+    task: Mapping[str, Any], now: datetime, windows: Sequence[blackout.Window] = ()
+) -> list[dict[str, str]] | str:
+    """The task's next fires as its CronJob runs them, past its blackouts, or why they cannot be told."""
     expression, zone = task.get("schedule"), task.get("timeZone") or "UTC"
     if not isinstance(expression, str) or not isinstance(zone, str):
         return "not known yet (the operator has not recorded the task's CronJob)"
@@ -72,10 +75,51 @@ def _fires(task: Mapping[str, Any], now: datetime) -> list[dict[str, str]] | str
         schedule = parse(expression, zone)
     except ScheduleError as error:
         return f"cannot be told: {error}"
+    fires: list[datetime] = []
+    if windows:
+        after: datetime | None = now
+        while after is not None and len(fires) < NEXT:
+            after = blackout.next_allowed(schedule, windows, after)
+            fires += [after] if after is not None else []
+    else:
+        fires = fires_after(schedule, now, NEXT)
     return [
         {"utc": f"{fire:%Y-%m-%dT%H:%M:%SZ}", "local": f"{fire.astimezone(schedule.zone):%Y-%m-%d %H:%M %Z}"}
-        for fire in fires_after(schedule, now, NEXT)
+        for fire in fires
     ]
+
+
+def _windows(spec: Mapping[str, Any], name: str) -> tuple[blackout.Window, ...]:
+    """A task's blackouts (spec.blackouts and its own), as far as they read (the API server validated them)."""
+    task = next((_dict(t) for t in _list(spec.get("tasks")) if _dict(t).get("name") == name), {})
+    raw = [b for b in [*_list(spec.get("blackouts")), *_list(task.get("blackouts"))] if isinstance(b, Mapping)]
+    try:
+        return blackout.of([dict(b) for b in raw])
+    except (ValueError, KeyError, TypeError):
+        return ()
+
+
+def _blackout(task: Mapping[str, Any], windows: Sequence[blackout.Window], now: datetime) -> dict[str, Any] | None:
+    """The blackout the task is in now (until when), else its next one within a year, in its zone."""
+    zone = task.get("timeZone") or "UTC"
+    if not windows or not isinstance(zone, str):
+        return None
+    try:
+        where = schedule_zone(zone)
+    except ScheduleError:
+        return None
+    span = blackout.covering(windows, where, now)
+    if span is not None:
+        return {"now": True, "name": span[2].said(), "from": _when(span[0], where), "until": _when(span[1], where)}
+    ahead = blackout.spans(windows, where, now, now + timedelta(days=366))
+    if not ahead:
+        return None
+    start, end, window = blackout.merged(ahead)[0]
+    return {"now": False, "name": window.said(), "from": _when(start, where), "until": _when(end, where)}
+
+
+def _when(moment: datetime, zone: Any) -> str:
+    return f"{moment.astimezone(zone):%Y-%m-%d %H:%M %Z}"
 
 
 def _health(task: Mapping[str, Any]) -> str:
@@ -107,6 +151,7 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     for name in declared + [n for n in tracked if n not in declared]:
         task = _dict(tracked.get(name))
         paused = pause.paused(name, thresholds.get(name), _list(task.get("recent")), resumed.get(name))
+        windows = _windows(spec, name)
         last = _dict(task.get("lastRun"))
         counts = _dict(task.get("counts"))
         tasks.append(
@@ -114,7 +159,8 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
                 "name": name,
                 "schedule": task.get("schedule"),
                 "timeZone": task.get("timeZone"),
-                "next": _fires(task, now),
+                "next": _fires(task, now, windows),
+                "blackout": _blackout(task, windows, now),
                 "lastRun": {
                     k: last[k] for k in ("scheduledTime", "state", "job", "key", "claim", "failure") if k in last
                 }
@@ -195,6 +241,13 @@ def text(described: Sequence[Mapping[str, Any]]) -> str:
                     f"    paused    after {held.get('failures')} failed runs, the last {held.get('last')}: kubectl "
                     f"appschedule resume {item.get('name')} {task['name']}"
                 )
+            dark = _dict(task.get("blackout"))
+            if dark:
+                when = "now" if dark.get("now") else "next"
+                lines.append(f"    blackout  {when} {dark.get('name')}")
+                lines.append(f"              {dark.get('from')} to {dark.get('until')}")
+            if counts and counts.get("blackedOut"):
+                lines.append(f"    blacked   {counts['blackedOut']} fires inside blackouts (no run, none missed)")
             upcoming = task.get("next")
             if isinstance(upcoming, str):
                 lines.append(f"    next      {upcoming}")

@@ -36,10 +36,10 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from . import keys, naming
+from . import blackout, keys, naming
 from .render import render
 from .runs import BackfillRequest
-from .schedule import ScheduleError, parse
+from .schedule import ScheduleError, check_time_zone, parse
 from .status import summarize
 
 
@@ -113,6 +113,31 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     ):
         metadata["finalizers"] = [*finalizers, naming.LEDGER_FINALIZER]
     return {"metadata": metadata, "spec": {"template": {"spec": spec_patch}}}
+
+
+def blackout_refusal(job: Mapping[str, Any]) -> str | None:
+    """Why the CronJob controller's Job for a fire inside one of its task's blackouts is refused (the operator
+    suspends the CronJob for the span; this holds at the edges: a CronJob resumed within the starting deadline of
+    a blacked-out fire, a suspension that came late). A run asked for (run, rerun, backfill, catch-up) and any
+    Job without the CronJob controller's time or with blackouts that do not read are admitted."""
+    meta = _dict(job.get("metadata"))
+    annotations = {k: v for k, v in _dict(meta.get("annotations")).items() if isinstance(k, str)}
+    task = _dict(meta.get("labels")).get(naming.LABEL_TASK)
+    stated = keys.parse_time(annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP))
+    if not isinstance(task, str) or stated is None or annotations.get(naming.ANNOTATION_RUN_KIND):
+        return None
+    windows = blackout.decode(annotations)
+    if not windows:
+        return None
+    pod = _dict(_dict(_dict(job.get("spec")).get("template")).get("spec"))
+    zone = _env_of([c for c in _list(pod.get("containers")) if isinstance(c, Mapping)]).get("APPSCHEDULE_TIME_ZONE")
+    try:
+        found = blackout.blacked_out(windows, check_time_zone(zone or "UTC"), stated)
+    except ScheduleError:
+        return None
+    if found is None:
+        return None
+    return f"task {task!r}: the fire at {keys.rfc3339(stated)} is inside blackout {found.said()}: no run starts"
 
 
 def check_appschedule(appschedule: Mapping[str, Any], now: datetime | None = None) -> str | None:

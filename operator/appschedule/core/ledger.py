@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from . import keys, naming
+from . import blackout, keys, naming
 from .keys import parse_time, rfc3339
 from .models import (
     CATCH_UP_MAX,
@@ -123,6 +123,7 @@ class TaskConfig:
     active_deadline: int | None = 3600
     grace: int = 120
     catch_up: int = 0  # seconds: catchUpWindow (0: off)
+    blackouts: tuple[blackout.Window, ...] = ()  # the task's and spec.blackouts, as its CronJob carries them
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,7 @@ class Tally:
     missed: int = 0
     late: int = 0
     skipped: int = 0
+    blacked_out: int = 0
     duplicates: int = 0
     stuck: int = 0
     manual: int = 0
@@ -842,18 +844,31 @@ def settle(
     checked, schedule, config = book.checked, book.config.schedule, book.config
     if until <= checked:
         return
-    fires = count_fires(schedule, checked, until) - len(repeats_between(schedule, checked, until))
+    repeated = repeats_between(schedule, checked, until)
+    fires = count_fires(schedule, checked, until) - len(repeated)
     ran = {t for t in job_times if checked < t <= until and previous_fire(schedule, t) == t}
     empty = max(0, fires - len(ran))
-    skipped = sum(
+    # a fire inside a blackout is blacked out (before any other reason); one that ran anyway is a run
+    dark = blackout.fire_spans(schedule, config.blackouts, checked, until) if config.blackouts else []
+    blacked = sum(
         count_fires(schedule, max(start, checked), min(end, until))
-        for start, end in blocked
+        for start, end in dark
         if min(end, until) > max(start, checked)
     )
-    skipped -= sum(1 for t in ran if _within(t, blocked))
-    skipped = max(0, min(skipped, empty))
-    missed = empty - skipped
+    blacked -= sum(1 for t in ran if _within(t, dark)) + sum(1 for t in repeated if _within(t, dark))
+    blacked = max(0, min(blacked, empty))
+    lit = blackout.subtract(blocked, dark)
+    skipped = sum(
+        count_fires(schedule, max(start, checked), min(end, until))
+        for start, end in lit
+        if min(end, until) > max(start, checked)
+    )
+    skipped -= sum(1 for t in ran if _within(t, lit))
+    skipped = max(0, min(skipped, empty - blacked))
+    missed = empty - blacked - skipped
     book.tally.skipped += skipped
+    book.tally.blacked_out += blacked
+    blocked = [*blocked, *dark]  # no missed time is shown inside a blackout
     if config.catch_up and missed:  # the newest of them within catchUpWindow wait for the operator to start them
         window = book.now - timedelta(seconds=config.catch_up)
         newest = _missed_times(schedule, checked, until, ran, blocked, missed, limit=CATCH_UP_MAX)
@@ -946,10 +961,15 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
     """What is due and has no Job yet (late past the grace: RunLate once per time), and when time alone
     next changes something (``wake_at``). Returns the time reported late, as stored."""
     config, schedule, now = book.config, book.config.schedule, book.now
-    pending = next_fire(schedule, book.checked)
+    windows = config.blackouts
+
+    def following(after: datetime) -> datetime | None:  # the next fire that may run: past the blackouts
+        return blackout.next_allowed(schedule, windows, after) if windows else next_fire(schedule, after)
+
+    pending = following(book.checked)
     late_since = book.base.late_since
     while pending is not None and pending <= now and (pending in job_times or repeat_of(schedule, pending)):
-        pending = next_fire(schedule, pending)
+        pending = following(pending)
     if pending is not None and pending <= now and not config.suspend and not _within(pending, blocked):
         grace_end = pending + timedelta(seconds=config.grace)
         if now >= grace_end:
@@ -963,12 +983,12 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
             book.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {rfc3339(pending)}"))
         else:
             book.wake(grace_end)
-        following = next_fire(schedule, pending)
-        if following is not None:
-            book.wake(following + SETTLE_SLACK)
+        after = following(pending)
+        if after is not None:
+            book.wake(after + SETTLE_SLACK)
         if config.starting_deadline is not None:
             book.wake(pending + timedelta(seconds=config.starting_deadline) + SETTLE_SLACK)
-    upcoming = next_fire(schedule, now)
+    upcoming = following(now)
     if upcoming is not None:
         book.wake(upcoming + SETTLE_SLACK)
     return late_since

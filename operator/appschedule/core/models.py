@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from . import naming
@@ -43,7 +44,23 @@ STATUS_BYTES_MAX = (
     OBJECT_BYTES_MAX - SPEC_BYTES_MAX - ANNOTATIONS_BYTES_MAX - MANAGED_FIELDS_BYTES_MAX - METADATA_BYTES_MAX
 )
 COUNT_MAX = 10**9 - 1  # the largest count the status holds (1,900 years of a task firing every minute)
-Time = Annotated[str, Field(max_length=25, json_schema_extra={"format": "date-time"})]  # 2026-03-29T01:00:00+01:00
+
+
+def _utc(value: Any) -> Any:
+    """A time the status holds, in UTC with ``Z`` (20 characters): one with an offset (the CronJob controller's
+    scheduled-timestamp is in the CronJob's zone) is converted; anything else is left for the bounds to judge."""
+    if isinstance(value, str) and len(value) > 20:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+        if moment.tzinfo is not None:
+            return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value
+
+
+# a time of the status: always UTC (2026-03-29T01:00:00Z), so its bound is 20 bytes, not the 25 of an offset
+Time = Annotated[str, BeforeValidator(_utc), Field(max_length=20, json_schema_extra={"format": "date-time"})]
 # the lists that the schema makes maps (x-kubernetes-list-type: map), by path, with their key: managedFields list
 # each of their items
 SPEC_MAP_LISTS = {".tasks": "name", ".backfills": "name"}
@@ -225,6 +242,24 @@ DEFAULTS: dict[str, Any] = {
     "catchUpWindow": "0s",
 }
 """Built-in defaults for task settings (README has the table): spec.defaults and the task override them."""
+
+
+_CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+_CLOCK_END = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
+BLACKOUT_DATES_MAX = 64
+BLACKOUTS_MAX = 32  # spec.blackouts, for every task
+TASK_BLACKOUTS_MAX = 8  # a task's own
+
+
+def _date(value: str) -> str:
+    """A day as YYYY-MM-DD that the calendar has."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        raise ValueError(f"{value!r} is not a day as YYYY-MM-DD")
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a day of the calendar") from None
+    return value
 
 
 class Model(BaseModel):
@@ -409,6 +444,74 @@ class TaskSettings(Model):
     )
 
 
+Day = Annotated[str, AfterValidator(_date), Field(max_length=10, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+
+
+class Weekly(Model):
+    """A window that comes back every week, in the task's zone."""
+
+    days: list[Literal["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]] = Field(
+        min_length=1, max_length=7, description="Days of the week it starts on: MON TUE WED THU FRI SAT SUN."
+    )
+    start: str = Field(
+        alias="from", pattern=_CLOCK, description="When it starts, HH:MM (00:00-23:59) of the task's wall clock."
+    )
+    end: str = Field(
+        alias="to",
+        pattern=_CLOCK_END,
+        description="When it ends, HH:MM (00:00-24:00), not included; at or before `from`: on the next day.",
+    )
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Weekly:
+        if self.start == self.end:
+            raise ValueError(f"from and to are both {self.start}: the window is empty (24:00 ends a day)")
+        return self
+
+
+class Blackout(Model):
+    """A span in which no run of the task starts: whole days, a range of days, or a weekly window, in the
+    task's zone. Its fires are counted blackedOut, not missed, and are not caught up or backfilled."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=naming.DNS_LABEL.pattern,
+        description="Name of the blackout (a DNS label), unique in its list: what the status and Events say.",
+    )
+    reason: str | None = Field(
+        None, max_length=256, pattern=ASCII, description="Why, as the Events and kubectl appschedule status say it."
+    )
+    dates: list[Day] | None = Field(
+        None, min_length=1, max_length=BLACKOUT_DATES_MAX, description="Whole days, YYYY-MM-DD (at most 64)."
+    )
+    first: Day | None = Field(None, alias="from", description="The first day of a range, YYYY-MM-DD (with `to`).")
+    last: Day | None = Field(None, alias="to", description="The last day of a range, YYYY-MM-DD, included.")
+    weekly: Weekly | None = Field(None, description="A window every week.")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Blackout:
+        forms = [self.dates is not None, self.first is not None or self.last is not None, self.weekly is not None]
+        if sum(forms) != 1:
+            raise ValueError("give exactly one of dates, from/to or weekly")
+        if forms[1] and (self.first is None or self.last is None):
+            raise ValueError("a range of days needs both from and to")
+        if self.first is not None and self.last is not None and self.last < self.first:
+            raise ValueError(f"to ({self.last}) is before from ({self.first})")
+        return self
+
+
+def _unique_names(items: list[Blackout] | None) -> list[Blackout] | None:
+    names = [b.name for b in items or []]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"blackout names must be unique: {', '.join(twice)}")
+    return items
+
+
+Blackouts = Annotated[list[Blackout] | None, AfterValidator(_unique_names)]
+
+
 class Task(TaskSettings):
     name: str = Field(
         min_length=1,
@@ -444,6 +547,11 @@ class Task(TaskSettings):
         "part only once labelled for this AppSchedule (kubectl appschedule import cronjob --cut-over does it); "
         "until then the task waits and the CronJob keeps running. Never deleted.",
     )
+    blackouts: Blackouts = Field(
+        None,
+        max_length=TASK_BLACKOUTS_MAX,
+        description="The task's own blackouts (at most 8), added to spec.blackouts: no run of it starts inside one.",
+    )
 
     def resolved(self, spec: AppScheduleSpec) -> dict[str, Any]:
         """Every setting with the task's value, else spec.defaults', else the built-in default."""
@@ -462,6 +570,7 @@ class Task(TaskSettings):
         values["resources"] = next((r for r in (own, inherited) if r is not None and not r.empty), None)
         values["podAnnotations"] = {**(defaults.pod_annotations or {}), **(self.pod_annotations or {})}
         values["podLabels"] = {**(defaults.pod_labels or {}), **(self.pod_labels or {})}
+        values["blackouts"] = [*(spec.blackouts or []), *(self.blackouts or [])]
         return values
 
 
@@ -485,6 +594,9 @@ class Backfill(Model):
     parallel: int | None = Field(
         None, ge=1, le=BACKFILL_PARALLEL_MAX, description="Runs of the backfill active at once, at most 10. Default: 1."
     )
+    include_blackouts: bool | None = Field(
+        None, description="Run the range's fires inside the task's blackouts too. Default: false (they are left out)."
+    )
 
 
 class AppScheduleSpec(Model):
@@ -494,6 +606,13 @@ class AppScheduleSpec(Model):
     )
     suspend: bool | None = Field(None, description="Suspend every task: no new runs start. Default: false.")
     defaults: TaskSettings | None = Field(None, description="Settings for every task; a task's own value wins.")
+    blackouts: Blackouts = Field(
+        None,
+        max_length=BLACKOUTS_MAX,
+        description="Spans in which no task's run starts (at most 32), each in the task's zone: whole days, a range "
+        "of days or a weekly window. A fire inside one is counted blackedOut (never missed), not caught up and not "
+        "backfilled; the task's CronJob is suspended for the span.",
+    )
     tasks: list[Task] = Field(
         min_length=1,
         max_length=100,
@@ -545,6 +664,7 @@ class Counts(Model):
     missed: Count = Field(0, description="Scheduled times that got no Job and no longer can.")
     late: Count = Field(0, description="Runs whose Job was created more than missedRunGraceSeconds late.")
     skipped: Count = Field(0, description="Scheduled times skipped for a stated reason (suspended, Forbid).")
+    blacked_out: Count = Field(0, description="Scheduled times inside a blackout: no run started, none was due.")
     duplicates: Count = Field(0, description="Jobs or pods beyond the first for one scheduled time.")
     stuck: Count = Field(0, description="Runs still active after activeDeadlineSeconds.")
     manual: Count = Field(0, description="Runs started by hand (kubectl appschedule run), each with a key of its own.")

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import cronjobs, cutover, events, keys, ledger, naming, ownership, pause, runs, status
+from . import blackout, cronjobs, cutover, events, keys, ledger, naming, ownership, pause, runs, status
 from .events import Event
 from .models import BACKFILLS_MAX, CATCH_UP_WINDOW_MAX, DEFAULTS, BackfillStatus, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
 from .schedule import ScheduleError, parse
+from .schedule import earliest as schedule_earliest
 from .status import StatusWait
 from .view import World
 
@@ -101,12 +102,13 @@ def plan(
         for task, message in {**rejected, **failed}.items():
             reason = "WriteFailed" if task in failed else "InvalidSpec"
             errors.append(SpecError(f"spec.tasks[{_index(spec, task)}]", message, task=task, reason=reason))
+    result = Plan()
+    if world.deployment is not None:
         desired = {
-            task: cronjobs.with_hash(_suspended(manifest) if task in pauses else manifest)
+            task: cronjobs.with_hash(_suspended(manifest) if task in pauses else _blacked_out(manifest, now, result))
             for task, manifest in rendered.cronjobs.items()
             if task not in conflicts and task not in rejected and task not in failed
         }
-    result = Plan()
     cuts = _cut_overs(world, rendered, desired, now, result)
     for task, (_, step) in cuts.items():
         if not step.make:
@@ -177,7 +179,7 @@ def plan(
         + events.for_runs([e for a in runs.values() for e in a.events])
         + _pause_events(world, desired, pauses)
     )
-    result.write_events = _cut_over_events(view, world, cuts)
+    result.write_events = _cut_over_events(view, world, cuts) + _blackout_events(world, desired)
     result.paused = sorted(pauses)
     return result
 
@@ -210,15 +212,68 @@ def _suspended(manifest: Manifest) -> Manifest:
     return {**manifest, "spec": {**manifest["spec"], "suspend": True}}
 
 
+def _blacked_out(manifest: Manifest, now: datetime, out: Plan) -> Manifest:
+    """The task's CronJob suspended while ``now`` is inside one of its blackouts, and marked so (its job
+    template's ``appschedule.dev/blacked-out``: which, until when); ``out`` wakes at the span's end, or at the
+    start of the next span within a day."""
+    spec = manifest["spec"]
+    windows = blackout.of_template(spec)
+    if not windows or spec.get("suspend"):  # suspended anyway (the task's own suspend): nothing to add
+        return manifest
+    zone = parse(str(spec["schedule"]), str(spec.get("timeZone") or "UTC")).zone
+    span = blackout.covering(windows, zone, now)
+    if span is None:
+        coming = [s for s, _, _ in blackout.spans(windows, zone, now, now + timedelta(days=1)) if s > now]
+        if coming:
+            out.wake_at = schedule_earliest(out.wake_at, min(coming))
+        return manifest
+    _, end, window = span
+    out.wake_at = schedule_earliest(out.wake_at, end)
+    template = spec["jobTemplate"]
+    metadata = template.get("metadata") or {}
+    said = {blackout.ANNOTATION_NOW: f"{window.said()} until {keys.rfc3339(end)}"}
+    marked = {**metadata, "annotations": {**(metadata.get("annotations") or {}), **said}}
+    return {**manifest, "spec": {**spec, "suspend": True, "jobTemplate": {**template, "metadata": marked}}}
+
+
+def blacked_out_now(spec: Mapping[str, Any]) -> str | None:
+    """What a CronJob's spec says of the blackout it is suspended for ("<name> (<reason>) until <time>"), if any."""
+    metadata = (spec.get("jobTemplate") or {}).get("metadata") or {}
+    said = (metadata.get("annotations") or {}).get(blackout.ANNOTATION_NOW)
+    return said if isinstance(said, str) and said else None
+
+
+def _blackout_events(world: World, desired: Mapping[str, Manifest]) -> list[Event]:
+    """BlackoutStarted when a task's CronJob is suspended for a blackout, BlackoutEnded when it runs again: said
+    with the CronJob's write (the next plan sees it done)."""
+    found = []
+    for task, manifest in desired.items():
+        held = world.cronjobs.get(str(manifest["metadata"]["name"]))
+        was = blacked_out_now(held.spec) if held is not None and held.ours(world.appschedule) else None
+        now_ = blacked_out_now(manifest["spec"])
+        if now_ and now_ != was:
+            found.append(Event("Normal", "BlackoutStarted", f"task {task!r}: no run starts: blackout {now_}"[:1024]))
+        elif was and not now_:
+            found.append(Event("Normal", "BlackoutEnded", f"task {task!r}: blackout {was.split(' until ')[0]} ended"))
+    return found
+
+
 def _pause_events(world: World, desired: Mapping[str, Manifest], pauses: Mapping[str, pause.Pause]) -> list[Event]:
     """TaskPaused when a task's CronJob is suspended for its failures, TaskResumed when it runs again."""
     view, found = world.appschedule, []
     for task, manifest in desired.items():
         held = world.cronjobs.get(str(manifest["metadata"]["name"]))
-        was = held is not None and held.ours(view) and held.spec.get("suspend") is True
+        was = (
+            held is not None and held.ours(view) and held.spec.get("suspend") is True and not blacked_out_now(held.spec)
+        )
         if task in pauses and not was:
             found.append(Event("Warning", "TaskPaused", pauses[task].message()[:1024]))
-        elif was and task not in pauses and not manifest["spec"].get("suspend") and held is not None:
+        elif (
+            was
+            and task not in pauses
+            and held is not None
+            and (not manifest["spec"].get("suspend") or blacked_out_now(manifest["spec"]))
+        ):
             found.append(Event("Normal", "TaskResumed", f"task {task!r} runs again"))
     return found
 
@@ -311,6 +366,7 @@ def task_config(
         active_deadline=job.get("activeDeadlineSeconds"),
         grace=grace,
         catch_up=catch_up,
+        blackouts=blackout.of_template(spec),
     )
 
 
@@ -388,7 +444,9 @@ def _backfills(
         config = task_config(request.task, cronjob, spec, 0) if cronjob else None
         jobs = world.jobs.get(request.task, ())
         mine = taken.setdefault(request.task, {})
-        step = runs.backfill_step(request, config.schedule if config else None, jobs, now, mine)
+        step = runs.backfill_step(
+            request, config.schedule if config else None, jobs, now, mine, config.blackouts if config else ()
+        )
         if config is not None and step.status.state != "Invalid" and request.start and request.end:
             for fire in runs.backfill_fires(config.schedule, request.start, request.end):
                 mine.setdefault(fire, request.name)

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import naming
+from . import blackout, naming
 from .models import SPEC_BYTES_MAX, SPEC_FIELDS_BYTES_MAX, SPEC_MAP_LISTS, AppScheduleSpec, Task, fields_bytes
 from .schedule import ScheduleError, hashed_seed, parse, resolve_hashed
 
@@ -395,7 +395,7 @@ def _cronjob(
             "successfulJobsHistoryLimit": settings["successfulJobsHistoryLimit"],
             "failedJobsHistoryLimit": settings["failedJobsHistoryLimit"],
             "jobTemplate": {
-                "metadata": {"labels": dict(labels)},
+                "metadata": _template_metadata(labels, settings["blackouts"]),
                 "spec": {
                     "parallelism": 1,
                     "completions": 1,
@@ -406,3 +406,11 @@ def _cronjob(
             },
         },
     }
+
+
+def _template_metadata(labels: Mapping[str, str], blackouts: Sequence[Any]) -> dict[str, Any]:
+    """The job template's metadata: the task's labels, and its blackouts for the ledger and the key webhook."""
+    metadata: dict[str, Any] = {"labels": dict(labels)}
+    if blackouts:
+        metadata["annotations"] = {blackout.ANNOTATION: blackout.encode(blackouts)}
+    return metadata

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import keys, naming
+from . import blackout, keys, naming
 from .keys import parse_time, rfc3339
 from .models import BACKFILL_FIRES_MAX, BackfillStatus, duration_seconds
 
@@ -112,6 +112,7 @@ class BackfillRequest:
     end: datetime | None
     parallel: int
     problem: str | None = None
+    include_blackouts: bool = False
 
     @classmethod
     def read(cls, entry: Any, index: int) -> BackfillRequest:
@@ -131,7 +132,7 @@ class BackfillRequest:
             problem = f"{where}.to: not an RFC 3339 time: {raw.get('to')!r}"
         elif end < start:
             problem = f"{where}: to ({rfc3339(end)}) is before from ({rfc3339(start)})"
-        return cls(name, task, start, end, min(parallel, 10), problem)
+        return cls(name, task, start, end, min(parallel, 10), problem, raw.get("includeBlackouts") is True)
 
     @property
     def identity(self) -> str:
@@ -159,6 +160,7 @@ def backfill_step(
     jobs: Sequence[JobView],
     now: datetime,
     taken: Mapping[datetime, str] | None = None,
+    windows: Sequence[blackout.Window] = (),
 ) -> BackfillStep:
     """A backfill's progress from its Jobs in the view, and the fires to start now: the oldest that have no
     Job, so that at most ``parallel`` of its runs are active. ``taken``: fires an earlier backfill of the task
@@ -180,8 +182,16 @@ def backfill_step(
         fires = backfill_fires(schedule, request.start, request.end)
     except ValueError as error:
         return invalid(f"{error}; split the range (at most {BACKFILL_FIRES_MAX} fires per backfill)")
+    dark: list[datetime] = []
+    if windows and not request.include_blackouts and fires:  # a blackout's fires are not run unless asked
+        spans = blackout.fire_spans(schedule, windows, fires[0] - blackout.ONE, fires[-1])
+        dark = [t for t in fires if any(a < t <= b for a, b in spans)]
+        fires = [t for t in fires if t not in set(dark)]
     others = [t for t in fires if taken and t in taken]
     fires = [t for t in fires if not (taken and t in taken)]
+    said = [f"{len(dark)} of its fires are inside blackouts: not run (includeBlackouts runs them)"] if dark else []
+    if others and taken:
+        said.append(f"{len(others)} of its fires are backfill {taken[others[0]]!r}'s: not run twice")
     mine = [j for j in jobs if j.annotations.get(naming.ANNOTATION_BACKFILL) == request.identity]
     have = {j.annotations.get(naming.ANNOTATION_SCHEDULED_TIME) for j in mine}
     active = sum(1 for j in mine if not (j.outcome or j.deleting))
@@ -200,9 +210,7 @@ def backfill_step(
             succeeded=sum(1 for j in mine if j.outcome == "Complete"),
             failed=sum(1 for j in mine if j.outcome == "Failed"),
             next=rfc3339(todo[0]) if todo else None,
-            message=_said(f"{len(others)} of its fires are backfill {taken[others[0]]!r}'s: not run twice", 256)
-            if others and taken
-            else None,
+            message=_said("; ".join(said), 256) if said else None,
         ),
         starts,
     )

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from . import blackout
 from .keys import rfc3339
 from .models import MESSAGE_MAX as MESSAGE_MAX
 from .models import (
@@ -91,13 +92,21 @@ def ready_condition(
 
 
 def next_run(cronjob_spec: Mapping[str, Any], now: datetime) -> datetime | None:
-    """The next time a CronJob with this spec fires, as the CronJob controller computes it."""
-    if cronjob_spec.get("suspend"):
+    """The next time a CronJob with this spec starts a run, as the CronJob controller computes it, past the
+    blackouts its job template carries."""
+    windows = blackout.of_template(cronjob_spec)
+    if cronjob_spec.get("suspend") and not _blackout_marked(cronjob_spec):  # suspended for a blackout: it ends
         return None
     try:
-        return next_fire(parse(str(cronjob_spec.get("schedule")), str(cronjob_spec.get("timeZone") or "UTC")), now)
+        schedule = parse(str(cronjob_spec.get("schedule")), str(cronjob_spec.get("timeZone") or "UTC"))
     except ScheduleError:
         return None
+    return blackout.next_allowed(schedule, windows, now) if windows else next_fire(schedule, now)
+
+
+def _blackout_marked(cronjob_spec: Mapping[str, Any]) -> bool:
+    metadata = (cronjob_spec.get("jobTemplate") or {}).get("metadata") or {}
+    return bool((metadata.get("annotations") or {}).get(blackout.ANNOTATION_NOW))
 
 
 def _old_tasks(old: Mapping[str, Any]) -> dict[str, TaskStatus]:

@@ -259,12 +259,15 @@ def _configure(serving: Serving) -> None:
 
 def key_job(review: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     """The key webhook's answer: the Job keyed; admitted unkeyed, never refused, if anything goes wrong (the
-    ledger then reports KeyNotInjected)."""
+    ledger then reports KeyNotInjected). Refused only for a fire inside one of its task's blackouts."""
     request = review.get("request")
     job = request.get("object") if isinstance(request, Mapping) else None
     if not isinstance(job, Mapping):
         return admission.respond(review)
     try:
+        refusal = admission.blackout_refusal(job)
+        if refusal is not None:
+            return admission.respond(review, refusal=refusal)
         return admission.respond(review, patch=admission.json_patch(job, admission.mutate_job(job, now)))
     except Exception:
         name = job.get("metadata", {}).get("name") if isinstance(job.get("metadata"), Mapping) else None

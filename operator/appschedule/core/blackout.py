@@ -1,0 +1,212 @@
+"""Blackouts (DESIGN "Calendars"): spans of a task's wall clock in which no run of it starts.
+
+A blackout is whole days (``dates``), a range of days (``from``/``to``, both included) or a weekly window
+(``weekly``: days of the week, ``from``/``to`` as ``HH:MM``; ``to`` at or before ``from`` runs into the next
+day, ``24:00`` is the day's end), read in the task's zone. ``spec.blackouts`` hold for every task, a task's own
+``blackouts`` add to them. A fire inside one is blacked out: its run does not start (the operator suspends the
+task's CronJob for the span and the key webhook refuses a Job the CronJob controller makes for such a fire), it
+is counted ``blackedOut`` (never missed), and it is not caught up nor backfilled.
+
+Wall-clock spans become UTC spans as the zone says: on the spring-forward day a window of the hour that does
+not exist is empty, on the fall-back night a window of the repeated hour holds both (2 hours of UTC). Every
+function here costs O(windows x days looked at), never O(fires): a year of an every-minute task's holidays
+is counted with the schedule's own fire count per span (schedule.count_fires), and the next fire outside the
+blackouts jumps from span to span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pydantic import TypeAdapter, ValidationError
+
+from . import naming
+from .models import Blackout
+from .schedule import Schedule, count_fires, next_fire
+
+# on a task's CronJob's job template (so on each of its Jobs): the task's blackouts, as the spec states them, for
+# the ledger and the key webhook; and, while the CronJob is suspended for one, which and until when
+ANNOTATION = f"{naming.GROUP}/blackouts"
+ANNOTATION_NOW = f"{naming.GROUP}/blacked-out"
+_LIST = TypeAdapter(list[Blackout])
+DAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
+HORIZON = timedelta(days=2 * 366)  # a schedule with no fire outside its blackouts in this long has no next fire
+ONE = timedelta(seconds=1)  # fires are whole minutes: (t - 1s, e - 1s] holds exactly the fires in [t, e)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One blackout as the spec states it (models.Blackout), in minutes of the day for a weekly window."""
+
+    name: str
+    reason: str = ""
+    dates: frozenset[date] = frozenset()
+    first: date | None = None
+    last: date | None = None
+    days: frozenset[int] = frozenset()  # 0 = Monday
+    start: int = 0  # minutes after midnight
+    end: int = 0  # minutes after midnight, 1440 the day's end; at or before start: on the next day
+
+    def said(self) -> str:
+        return f"{self.name} ({self.reason})" if self.reason else self.name
+
+
+Span = tuple[datetime, datetime, Window]  # [start, end) in UTC
+Interval = tuple[datetime, datetime]
+
+
+def minutes(text: str) -> int:
+    hours, mins = text.split(":")
+    return int(hours) * 60 + int(mins)
+
+
+def of(blackouts: Iterable[Any]) -> tuple[Window, ...]:
+    """The windows of ``models.Blackout`` objects (or their dicts, as the spec holds them)."""
+    found = []
+    for raw in blackouts:
+        item = raw if isinstance(raw, dict) else raw.model_dump(by_alias=True, exclude_none=True)
+        weekly = item.get("weekly") or {}
+        found.append(
+            Window(
+                name=str(item.get("name") or ""),
+                reason=str(item.get("reason") or ""),
+                dates=frozenset(date.fromisoformat(d) for d in item.get("dates") or ()),
+                first=date.fromisoformat(item["from"]) if item.get("from") else None,
+                last=date.fromisoformat(item["to"]) if item.get("to") else None,
+                days=frozenset(DAYS.index(d) for d in weekly.get("days") or ()),
+                start=minutes(weekly["from"]) if weekly else 0,
+                end=minutes(weekly["to"]) if weekly else 0,
+            )
+        )
+    return tuple(found)
+
+
+def _at(day: date, minute: int, zone: ZoneInfo) -> datetime:
+    """A wall-clock minute of a day in UTC (a minute the spring-forward skips reads as the offset before it)."""
+    moment = day + timedelta(days=minute // 1440)
+    hour, rest = divmod(minute % 1440, 60)
+    return datetime.combine(moment, time(hour, rest), tzinfo=zone).astimezone(UTC)
+
+
+def spans(windows: Sequence[Window], zone: ZoneInfo, low: datetime, high: datetime) -> list[Span]:
+    """Every window's UTC spans that overlap [low, high), by start; empty ones (a skipped hour) left out."""
+    if not windows or high <= low:
+        return []
+    first_day = low.astimezone(zone).date() - timedelta(days=1)
+    last_day = high.astimezone(zone).date() + timedelta(days=1)
+    found: list[Span] = []
+
+    def add(start: datetime, end: datetime, window: Window) -> None:
+        if start < end and end > low and start < high:
+            found.append((start, end, window))
+
+    for window in windows:
+        for day in sorted(d for d in window.dates if first_day <= d <= last_day):
+            add(_at(day, 0, zone), _at(day, 1440, zone), window)
+        if window.first is not None and window.last is not None:
+            start_day, end_day = max(window.first, first_day), min(window.last, last_day)
+            if start_day <= end_day:
+                add(_at(start_day, 0, zone), _at(end_day, 1440, zone), window)
+        if window.days:
+            length = (window.end - window.start) % 1440 or 1440
+            day = first_day
+            while day <= last_day:
+                if day.weekday() in window.days:
+                    add(_at(day, window.start, zone), _at(day, window.start + length, zone), window)
+                day += timedelta(days=1)
+    return sorted(found, key=lambda s: (s[0], s[1]))
+
+
+def merged(found: Sequence[Span]) -> list[Span]:
+    """Overlapping or touching spans as one, with the first window's name."""
+    out: list[Span] = []
+    for start, end, window in sorted(found, key=lambda s: (s[0], s[1])):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end), out[-1][2])
+        else:
+            out.append((start, end, window))
+    return out
+
+
+def covering(windows: Sequence[Window], zone: ZoneInfo, moment: datetime) -> Span | None:
+    """The blackout ``moment`` is in, with the end of every blackout that follows on from it; None if none."""
+    if not windows:
+        return None
+    look = moment + timedelta(days=1)
+    joined = merged(spans(windows, zone, moment, look + ONE))
+    while joined and joined[-1][1] >= look and look - moment < HORIZON:  # runs on past what was looked at
+        look = joined[-1][1] + timedelta(days=1)
+        joined = merged(spans(windows, zone, moment, look + ONE))
+    return next((s for s in joined if s[0] <= moment < s[1]), None)
+
+
+def blacked_out(windows: Sequence[Window], zone: ZoneInfo, fire: datetime) -> Window | None:
+    """The window a fire is in, or None."""
+    return next((w for s, e, w in spans(windows, zone, fire, fire + ONE) if s <= fire < e), None)
+
+
+def next_allowed(schedule: Schedule, windows: Sequence[Window], after: datetime) -> datetime | None:
+    """The first fire after ``after`` outside every blackout; None if none within HORIZON."""
+    fire = next_fire(schedule, after)
+    while fire is not None and windows and fire - after < HORIZON:
+        span = covering(windows, schedule.zone, fire)
+        if span is None:
+            return fire
+        fire = next_fire(schedule, span[1] - ONE)
+    return fire if fire is not None and fire - after < HORIZON else None
+
+
+def count(schedule: Schedule, windows: Sequence[Window], low: datetime, high: datetime) -> int:
+    """How many fires in (low, high] are blacked out (a fall-back's repeated fire counts as the schedule counts
+    it), at a cost of one fire count per span."""
+    total = 0
+    for start, end, _ in merged(spans(windows, schedule.zone, low + ONE, high + ONE)):
+        lo, hi = max(start - ONE, low), min(end - ONE, high)
+        if hi > lo:
+            total += count_fires(schedule, lo, hi)
+    return total
+
+
+def fire_spans(schedule: Schedule, windows: Sequence[Window], low: datetime, high: datetime) -> list[Interval]:
+    """The merged blackouts that hold fires in (low, high], each as (start - 1s, end - 1s]: the ledger's form of
+    a span (``ledger._within``: a fire t is in (a, b] when a < t <= b)."""
+    return [(s - ONE, e - ONE) for s, e, _ in merged(spans(windows, schedule.zone, low + ONE, high + ONE))]
+
+
+def subtract(intervals: Sequence[Interval], holes: Sequence[Interval]) -> list[Interval]:
+    """(a, b] spans without the (c, d] ones: what a blackout leaves of the spans a suspension or Forbid explains."""
+    out = list(intervals)
+    for c, d in holes:
+        out = [piece for a, b in out for piece in ((a, min(b, c)), (max(a, d), b)) if piece[1] > piece[0]]
+    return out
+
+
+def encode(blackouts: Sequence[Blackout]) -> str:
+    """The annotation's value: the blackouts as the spec states them, compact."""
+    return _LIST.dump_json(list(blackouts), by_alias=True, exclude_none=True).decode()
+
+
+def decode(annotations: Any) -> tuple[Window, ...] | None:
+    """The windows an object's annotations carry: () for none, None when the value is not valid blackouts
+    (any Job's author may write it: never trusted, never raised)."""
+    text = annotations.get(ANNOTATION) if isinstance(annotations, dict) else None
+    if not text:
+        return ()
+    if not isinstance(text, str) or len(text) > 256 * 1024:
+        return None
+    try:
+        return of(_LIST.validate_json(text))
+    except (ValidationError, ValueError):
+        return None
+
+
+def of_template(spec: Any) -> tuple[Window, ...]:
+    """The windows a CronJob's spec carries on its job template (none when unreadable)."""
+    template = spec.get("jobTemplate") if isinstance(spec, dict) else None
+    metadata = template.get("metadata") if isinstance(template, dict) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return decode(annotations) or ()
