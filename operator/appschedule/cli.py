@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core import crontab, jssource, keys, models, naming, phpsource, pysource, rbsource, render, schedule
+from .core import blackout, crontab, jssource, keys, models, naming, phpsource, pysource, rbsource, render, schedule
 from .core.shards import SHARDS_MAX
 
 if TYPE_CHECKING:
@@ -104,7 +104,8 @@ def cmd_next(args: argparse.Namespace) -> int:
     metadata = appschedule.get("metadata") or {}
     namespace, name = str(metadata.get("namespace") or args.namespace), str(metadata.get("name") or "")
     for task in spec.tasks:
-        zone = task.resolved(spec)["timeZone"]
+        settings = task.resolved(spec)
+        zone, windows = settings["timeZone"], blackout.of(settings["blackouts"])
         try:
             # the schedule its CronJob runs: H forms hashed from the namespace, AppSchedule and task names
             resolved = schedule.resolve_hashed(task.schedule, schedule.hashed_seed(namespace, name, task.name))
@@ -115,7 +116,15 @@ def cmd_next(args: argparse.Namespace) -> int:
             continue
         shown = task.schedule if resolved == task.schedule else f"{task.schedule} = {resolved} in {namespace}"
         print(f"{task.name} ({shown}, {zone}):")
-        for fire in schedule.fires_after(task_schedule, after, args.count):
+        fires: list[datetime] = []
+        moment = after
+        while len(fires) < args.count:  # past the task's blackouts: the fires whose runs start
+            found = blackout.next_allowed(task_schedule, windows, moment)
+            if found is None:
+                break
+            fires.append(found)
+            moment = found
+        for fire in fires:
             local = fire.astimezone(task_schedule.zone)
             print(f"  {keys.rfc3339(fire)}  {local.isoformat()} {zone}")
     return status

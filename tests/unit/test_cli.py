@@ -90,3 +90,16 @@ def test_a_user_with_a_name_keeps_kopfs_default_identity(monkeypatch: pytest.Mon
     monkeypatch.setattr("getpass.getuser", lambda: "alice")
     cli.name_without_passwd_entry()
     assert "POD_ID" not in os.environ
+
+
+def test_next_skips_the_tasks_blackouts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Good Friday 2026 (3 April) blacked out for every task: the weekly report's next fires are 27 March and
+    10 April, across the spring-forward of 29 March."""
+    body = yaml.safe_load(Path(APPSCHEDULE).read_text())
+    body["spec"]["blackouts"] = [{"name": "good-friday", "dates": ["2026-04-03"]}]
+    path = tmp_path / "appschedule.yaml"
+    path.write_text(yaml.safe_dump(body))
+    assert main(["next", "-f", str(path), "-n", "2", "--after", "2026-03-27T12:00:00Z"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "weekly-report (0 17 * * 5, Europe/Berlin):"
+    assert [line.split()[0] for line in out[1:3]] == ["2026-03-27T16:00:00Z", "2026-04-10T15:00:00Z"]

@@ -150,9 +150,12 @@ def blacked_out(windows: Sequence[Window], zone: ZoneInfo, fire: datetime) -> Wi
 
 
 def next_allowed(schedule: Schedule, windows: Sequence[Window], after: datetime) -> datetime | None:
-    """The first fire after ``after`` outside every blackout; None if none within HORIZON."""
+    """The first fire after ``after`` outside every blackout; None if none within HORIZON (without blackouts:
+    the next fire, however far)."""
     fire = next_fire(schedule, after)
-    while fire is not None and windows and fire - after < HORIZON:
+    if not windows:
+        return fire
+    while fire is not None and fire - after < HORIZON:
         span = covering(windows, schedule.zone, fire)
         if span is None:
             return fire
