@@ -12,6 +12,11 @@
 4. The memory of every task's metrics (16 counters, 3 gauges, a duration histogram) for 3,000 tasks, kept as
    the operator keeps them (shell/metrics.TaskSeries), against one prometheus_client child a series (how they
    were kept before: 300 MiB at 10,000 AppSchedules).
+5. Blackouts (a year of holidays, a company shutdown, weekend and night windows, in Europe/Berlin): the
+   blacked-out fires of `* * * * *` counted over a week against one check a fire (target: at least 100x),
+   the same count over a year against over a week (O(windows): about the ratio of their spans, not 52x the
+   fires), and the no-op plan of item 3 with those 32 blackouts on every task against none (target: at most
+   1.5x).
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the test kit is tests.kit
 
 from tests.kit.worlds import world_of
 
-from appschedule.core import keys, naming, schedule
+from appschedule.core import blackout, keys, naming, schedule
 from appschedule.core.keys import rfc3339 as stamp
 from appschedule.core.ledger import TaskConfig, advance
 from appschedule.core.reconcile import plan
@@ -108,6 +114,58 @@ def bench_ledger() -> None:
 
 
 def bench_plan() -> None:
+    noop, rendering = plan_times()
+    print(
+        f"50-task AppSchedule   render {rendering * 1000:7.2f} ms   no-op plan {noop * 1000:7.2f} ms   "
+        f"ratio {noop / rendering:5.2f}x of rendering"
+    )
+
+
+HOLIDAYS: list[dict[str, Any]] = [
+    {"name": f"holiday-{i}", "dates": [f"2026-{1 + i % 12:02d}-{1 + (7 * i) % 28:02d}"], "reason": "closed"}
+    for i in range(28)
+] + [
+    {"name": "shutdown", "from": "2026-12-24", "to": "2027-01-01"},
+    {"name": "weekends", "weekly": {"days": ["SAT", "SUN"], "from": "00:00", "to": "24:00"}},
+    {"name": "nights", "weekly": {"days": ["MON", "TUE", "WED", "THU", "FRI"], "from": "22:00", "to": "06:00"}},
+    {"name": "repeated-hour", "weekly": {"days": ["SUN"], "from": "02:00", "to": "03:00"}},
+]
+
+
+def bench_blackouts() -> None:
+    windows = blackout.of(HOLIDAYS)
+    every = schedule.parse("* * * * *", "Europe/Berlin")
+    week = (datetime(2026, 10, 21, tzinfo=UTC), datetime(2026, 10, 28, tzinfo=UTC))  # the fall-back inside
+    year = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+    fast = best(lambda: blackout.count(every, windows, *week), 5)
+
+    def one_check_a_fire() -> int:
+        return sum(
+            1 for f in schedule.fires_between(every, *week) if blackout.blacked_out(windows, every.zone, f) is not None
+        )
+
+    assert one_check_a_fire() == blackout.count(every, windows, *week)
+    naive = best(one_check_a_fire, 1)
+    print(
+        f"blackouts of * * * * * over a week   one check a fire {naive * 1000:8.1f} ms   "
+        f"count {fast * 1000:6.2f} ms   ratio {naive / fast:6.1f}x"
+    )
+    spans = [len(blackout.merged(blackout.spans(windows, every.zone, *r))) for r in (week, year)]
+    whole = best(lambda: blackout.count(every, windows, *year), 3)
+    print(
+        f"blackouts over a year against a week   {whole * 1000:7.2f} ms / {fast * 1000:6.2f} ms   ratio "
+        f"{whole / fast:5.1f}x   spans {spans[1]} / {spans[0]} = {spans[1] / spans[0]:5.1f}x   fires 52x"
+    )
+    plain, _ = plan_times()
+    dark, _ = plan_times(HOLIDAYS)
+    print(
+        f"50-task no-op plan with {len(HOLIDAYS)} blackouts {dark * 1000:7.2f} ms   without {plain * 1000:7.2f} ms   "
+        f"ratio {dark / plain:5.2f}x"
+    )
+
+
+def plan_times(blackouts: list[dict[str, Any]] | None = None) -> tuple[float, float]:
+    """The no-op plan of a 50-task AppSchedule, and the rendering of its CronJobs alone (seconds)."""
     deployment = {
         "metadata": {"name": "web", "namespace": "shop"},
         "spec": {
@@ -134,6 +192,8 @@ def bench_plan() -> None:
             "tasks": [{"name": f"task-{i}", "schedule": f"{i} 3 * * *", "command": ["run"]} for i in range(50)],
         },
     }
+    if blackouts:
+        appschedule["spec"]["blackouts"] = blackouts  # type: ignore[index]
     now = datetime(2026, 3, 27, 12, tzinfo=UTC)
     first = plan(world_of(appschedule, deployment), now)
     cronjobs = [dict(m, metadata={**m["metadata"], "uid": m["metadata"]["name"]}) for m in first.apply]
@@ -142,10 +202,7 @@ def bench_plan() -> None:
     assert not plan(world, now).apply
     rendering = best(lambda: render(settled, deployment), 5)
     noop = best(lambda: plan(world, now), 5)
-    print(
-        f"50-task AppSchedule   render {rendering * 1000:7.2f} ms   no-op plan {noop * 1000:7.2f} ms   "
-        f"ratio {noop / rendering:5.2f}x of rendering"
-    )
+    return noop, rendering
 
 
 def _allocated(build: Callable[[], object]) -> int:
@@ -206,3 +263,4 @@ if __name__ == "__main__":
     bench_ledger()
     bench_plan()
     bench_metrics_memory()
+    bench_blackouts()

@@ -333,3 +333,31 @@ def test_a_backfill_leaves_a_blackouts_fires_out_unless_asked(deployment: dict[s
         assert status["next"] == "2026-10-24T23:00:00Z"
         assert "2026-10-25T00:00:00Z" not in [j["metadata"]["annotations"][naming.ANNOTATION_SCHEDULED_TIME]
                                               for j in result.create]  # fmt: skip
+
+
+def test_a_schedule_whose_every_fire_is_dark_has_no_next_fire_and_is_asked_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """03:30 daily with nights and weekends dark: no fire can run. Found once for two years of spans; asked again
+    by the next plan (a later now), the answer is the one kept."""
+    dark = windows(
+        {"name": "weekends", "weekly": {"days": ["SAT", "SUN"], "from": "00:00", "to": "24:00"}},
+        {"name": "nights", "weekly": {"days": ["SUN", "MON", "TUE", "WED", "THU"], "from": "22:00", "to": "06:00"}},
+    )
+    sched = parse("30 3 * * *", "Europe/Berlin")
+    assert blackout.next_allowed(sched, dark, z("2026-10-20T12:00:00Z")) is None
+    steps = 0
+    real = schedule.next_fire
+
+    def counted(s: schedule.Schedule, after: datetime) -> datetime | None:
+        nonlocal steps
+        steps += 1
+        return real(s, after)
+
+    monkeypatch.setattr(blackout, "next_fire", counted)
+    assert blackout.next_allowed(sched, dark, z("2026-10-20T12:01:00Z")) is None
+    assert steps == 1  # the schedule's own next fire, then the answer kept
+    lit = windows({"name": "nights", "weekly": {"days": ["SUN", "MON", "TUE", "WED"], "from": "22:00", "to": "06:00"}})
+    assert blackout.next_allowed(sched, lit, z("2026-10-20T12:00:00Z")) == z("2026-10-23T01:30:00Z")  # Friday
+    assert blackout.next_allowed(sched, lit, z("2026-10-21T12:00:00Z")) == z("2026-10-23T01:30:00Z")  # kept
+    assert blackout.next_allowed(sched, lit, z("2026-10-23T01:30:00Z")) == z("2026-10-24T01:30:00Z")  # asked anew

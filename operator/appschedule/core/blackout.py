@@ -16,6 +16,7 @@ blackouts jumps from span to span.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -93,24 +94,30 @@ def _at(day: date, minute: int, zone: ZoneInfo) -> datetime:
 
 
 def spans(windows: Sequence[Window], zone: ZoneInfo, low: datetime, high: datetime) -> list[Span]:
-    """Every window's UTC spans that overlap [low, high), by start; empty ones (a skipped hour) left out."""
+    """Every window's UTC spans that overlap [low, high), by start, whole (a range of days is one span, however
+    far it reaches past them); empty ones (a skipped hour) left out. The spans of the days around [low, high)
+    are kept per days asked (every plan asks again for today)."""
     if not windows or high <= low:
         return []
     first_day = low.astimezone(zone).date() - timedelta(days=1)
     last_day = high.astimezone(zone).date() + timedelta(days=1)
+    return [s for s in _day_spans(tuple(windows), zone, first_day, last_day) if s[1] > low and s[0] < high]
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_spans(windows: tuple[Window, ...], zone: ZoneInfo, first_day: date, last_day: date) -> tuple[Span, ...]:
     found: list[Span] = []
 
     def add(start: datetime, end: datetime, window: Window) -> None:
-        if start < end and end > low and start < high:
+        if start < end:
             found.append((start, end, window))
 
     for window in windows:
         for day in sorted(d for d in window.dates if first_day <= d <= last_day):
             add(_at(day, 0, zone), _at(day, 1440, zone), window)
-        if window.first is not None and window.last is not None:
-            start_day, end_day = max(window.first, first_day), min(window.last, last_day)
-            if start_day <= end_day:
-                add(_at(start_day, 0, zone), _at(end_day, 1440, zone), window)
+        first, last = window.first, window.last
+        if first is not None and last is not None and first <= last_day and last >= first_day:  # whole: one span
+            add(_at(first, 0, zone), _at(last, 1440, zone), window)
         if window.days:
             length = (window.end - window.start) % 1440 or 1440
             day = first_day
@@ -118,7 +125,7 @@ def spans(windows: Sequence[Window], zone: ZoneInfo, low: datetime, high: dateti
                 if day.weekday() in window.days:
                     add(_at(day, window.start, zone), _at(day, window.start + length, zone), window)
                 day += timedelta(days=1)
-    return sorted(found, key=lambda s: (s[0], s[1]))
+    return tuple(sorted(found, key=lambda s: (s[0], s[1])))
 
 
 def merged(found: Sequence[Span]) -> list[Span]:
@@ -149,18 +156,49 @@ def blacked_out(windows: Sequence[Window], zone: ZoneInfo, fire: datetime) -> Wi
     return next((w for s, e, w in spans(windows, zone, fire, fire + ONE) if s <= fire < e), None)
 
 
+CHUNK = timedelta(days=32)  # the spans next_allowed works through at once
+_KNOWN: dict[tuple[Schedule, tuple[Window, ...]], list[tuple[datetime, datetime | None]]] = {}
+KNOWN_MAX = 4096  # (schedule, blackouts) pairs whose last answers are kept
+KNOWN_EACH = 4  # answers kept per pair: a plan asks from the ledger's mark, from now, from the pending fire
+
+
 def next_allowed(schedule: Schedule, windows: Sequence[Window], after: datetime) -> datetime | None:
     """The first fire after ``after`` outside every blackout; None if none within HORIZON (without blackouts:
-    the next fire, however far)."""
+    the next fire, however far). The spans are worked through a month at a time, one fire step per span a fire
+    falls in: a schedule whose every fire is dark (03:00 daily, with nights dark) costs 2 years of spans once.
+    The last answer per schedule and blackouts is kept: every later ``after`` before it has the same answer
+    (each plan asks again with a later ``now``)."""
     fire = next_fire(schedule, after)
-    if not windows:
+    if not windows or fire is None:
         return fire
+    key = (schedule, tuple(windows))
+    answers = _KNOWN.get(key) or []
+    for asked, answer in answers:
+        if asked <= after and (
+            (answer is not None and after < answer) or (answer is None and after - asked < timedelta(days=1))
+        ):
+            return answer
+    found = _search(schedule, windows, after, fire)
+    if len(_KNOWN) >= KNOWN_MAX:
+        _KNOWN.clear()
+    _KNOWN[key] = [(after, found), *answers][:KNOWN_EACH]
+    return found
+
+
+def _search(schedule: Schedule, windows: Sequence[Window], after: datetime, fire: datetime | None) -> datetime | None:
+    low = after
     while fire is not None and fire - after < HORIZON:
-        span = covering(windows, schedule.zone, fire)
-        if span is None:
-            return fire
-        fire = next_fire(schedule, span[1] - ONE)
-    return fire if fire is not None and fire - after < HORIZON else None
+        high = max(fire, low) + CHUNK
+        dark = merged(spans(windows, schedule.zone, low, high + ONE))
+        index = 0
+        while fire is not None and fire < high:
+            while index < len(dark) and dark[index][1] <= fire:
+                index += 1
+            if index == len(dark) or fire < dark[index][0]:
+                return fire if fire - after < HORIZON else None
+            fire = next_fire(schedule, dark[index][1] - ONE)  # the first fire at or after the span's end
+        low = max(high, fire) if fire is not None else high  # a span that ran past the month: on from its end
+    return None
 
 
 def count(schedule: Schedule, windows: Sequence[Window], low: datetime, high: datetime) -> int:
@@ -201,6 +239,12 @@ def decode(annotations: Any) -> tuple[Window, ...] | None:
         return ()
     if not isinstance(text, str) or len(text) > 256 * 1024:
         return None
+    return _decoded(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _decoded(text: str) -> tuple[Window, ...] | None:
+    """The windows of an annotation's value, read once per value (every plan reads every CronJob's)."""
     try:
         return of(_LIST.validate_json(text))
     except (ValidationError, ValueError):
