@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
@@ -81,13 +82,25 @@ def wait_for_boundary(margin: float = 8) -> float:
     return time.time() + left
 
 
+def blackout_around(boundary: float) -> dict[str, Any]:
+    """A blackout of every day from two minutes before now to a minute after ``boundary``, in Berlin's wall clock
+    (crossing midnight when it must: `to` before `from` is the next day)."""
+    berlin = ZoneInfo("Europe/Berlin")
+    start = datetime.fromtimestamp(time.time() - 120, berlin)
+    end = datetime.fromtimestamp(boundary + 60, berlin)
+    days = ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]
+    window = {"days": days, "from": f"{start:%H:%M}", "to": f"{end:%H:%M}"}
+    return {"name": "night-shift", "reason": "maintenance", "weekly": window}
+
+
 def test_runs_carry_their_key_and_outcomes_are_counted(
     world: Namespaced, kubectl: Kubectl, cluster: ClusterUnderTest
 ) -> None:
     """One boundary for: a run with its key in its pod's env that wins its claim, a manual re-run that gets the
     same key, counts as a duplicate and loses its claim (absorbed: it did nothing), a failing run (exit 1), one
     killed by the OOM killer, a run stopped by activeDeadlineSeconds (stuck) and a suspended task (skipped, not
-    missed), and a task paused after its failed run (suspendAfterFailures) and resumed with the plugin. The pods
+    missed), a task paused after its failed run (suspendAfterFailures) and resumed with the plugin, and a task
+    inside a blackout (its CronJob suspended, a Job for its fire refused by the webhook, the fire blacked out). The pods
     are kwok's (stages.yaml): their termination message is the claim libraries' line."""
     world.deployment()
     boundary = wait_for_boundary()
@@ -98,9 +111,22 @@ def test_runs_carry_their_key_and_outcomes_are_counted(
         task("hang", "* * * * *", activeDeadlineSeconds=5, podAnnotations={OUTCOME: "hang"}),
         task("paused", "* * * * *", suspend=True),
         task("flaky", "* * * * *", suspendAfterFailures=1, podAnnotations={OUTCOME: "fail"}),
+        # a blackout, every day, from two minutes ago to a minute past the boundary, of Berlin's wall clock
+        task("dark", "* * * * *", timeZone="Europe/Berlin", blackouts=[blackout_around(boundary)]),
     ]
     world.appschedule("shop", tasks)
-    wait_for(lambda: len(world.cronjobs()) == 6, timeout=30, what="6 CronJobs")
+    wait_for(lambda: len(world.cronjobs()) == 7, timeout=30, what="7 CronJobs")
+    # blacked out from the start: its CronJob suspended, said; a Job for the boundary's fire is refused
+    wait_for(lambda: world.cronjobs()["shop-dark"]["spec"].get("suspend") is True, timeout=30, what="dark suspended")
+    has_events(world, "BlackoutStarted")
+    made = kubectl("create", "job", "-n", world.namespace, "dark-at-the-fire", "--from=cronjob/shop-dark",
+                   "--dry-run=client", "-o", "json")  # fmt: skip
+    body = json.loads(made.stdout)
+    body["metadata"]["annotations"][naming.CRONJOB_SCHEDULED_TIMESTAMP] = datetime.fromtimestamp(
+        boundary, UTC
+    ).strftime("%Y-%m-%dT%H:%M:%SZ")
+    refused = kubectl("create", "-f", "-", input=json.dumps(body), check=False)
+    assert refused.returncode != 0 and "inside blackout night-shift (maintenance)" in refused.stderr, refused.stderr
     fire = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(boundary))
     key = f"ok@{fire}"
 
@@ -162,6 +188,14 @@ def test_runs_carry_their_key_and_outcomes_are_counted(
     assert resumed.returncode == 0, resumed.stderr
     wait_for(lambda: world.cronjobs()["shop-flaky"]["spec"].get("suspend") is False, timeout=30, what="flaky resumed")
     has_events(world, "TaskResumed")
+
+    # the boundary's fire was blacked out, not missed; the CronJob runs again once the blackout ended
+    wait_for(lambda: counts(world, "shop", "dark").get("blackedOut") == 1, timeout=60, what="dark's fire blacked out")
+    wait_for(lambda: world.cronjobs()["shop-dark"]["spec"].get("suspend") is False, timeout=60, what="dark runs again")
+    has_events(world, "BlackoutEnded")
+    assert "missed" not in counts(world, "shop", "dark")
+    assert not [j for j in jobs(world) if j["metadata"]["labels"]["appschedule.dev/task"] == "dark"
+                and j["metadata"]["annotations"].get(naming.ANNOTATION_SCHEDULED_TIME) == fire]  # fmt: skip
 
     # every recorded Job lets go of the finalizer; the metrics say what the status says
     def released() -> bool:

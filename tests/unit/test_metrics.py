@@ -23,13 +23,14 @@ def test_counters_exist_at_zero_before_the_first_event_and_count_from_there() ->
     assert sample("appschedule_missed_runs_total", **labels) == 0
     assert sample("appschedule_duplicate_runs_total", **labels) == 0
     assert sample("appschedule_unkeyed_jobs_total", **labels) == 0
-    for result in ("failed", "stuck", "started"):
+    for result in ("failed", "stuck", "started", "blacked_out"):
         assert sample("appschedule_runs_total", **labels, result=result) == 0
-    later = {"tasks": [{"name": "report", "counts": {"missed": 2, "failed": 1, "unkeyed": 1}}]}
+    later = {"tasks": [{"name": "report", "counts": {"missed": 2, "failed": 1, "unkeyed": 1, "blackedOut": 6}}]}
     metrics.record_status("ns-metrics", "shop", status, later)
     assert sample("appschedule_missed_runs_total", **labels) == 2
     assert sample("appschedule_unkeyed_jobs_total", **labels) == 1
     assert sample("appschedule_runs_total", **labels, result="failed") == 1
+    assert sample("appschedule_runs_total", **labels, result="blacked_out") == 6
     metrics.forget("ns-metrics", "shop", ["report"])
     assert b"ns-metrics" not in generate_latest(metrics.REGISTRY)
 

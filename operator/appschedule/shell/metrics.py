@@ -33,7 +33,8 @@ RUNS = (
     "Runs counted by the ledger, by result: started (a scheduled time got a "
     "Job), succeeded, failed, stuck, late, skipped; manual and rerun (runs asked for by hand), backfilled (runs of "
     "past fires a backfill started), caught_up (of the started: fires missed within catchUpWindow the operator ran), "
-    "unclaimed (runs that finished without claiming their fire: no claim library).",
+    "unclaimed (runs that finished without claiming their fire: no claim library), blacked_out (fires inside a "
+    "blackout: no run, none missed).",
 )
 COUNTERS = (  # status count -> (family, help)
     ("missed", "appschedule_missed_runs", "Scheduled times that got no Job and no longer can."),
@@ -95,6 +96,7 @@ _RESULTS = {
     "backfilled": "backfilled",
     "caughtUp": "caught_up",
     "unclaimed": "unclaimed",
+    "blackedOut": "blacked_out",
 }
 
 
