@@ -8,7 +8,7 @@ CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
-.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools db-tools node-claim js-fixtures ruby-tools check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools db-tools node-claim js-fixtures ruby-tools corpus check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
@@ -35,6 +35,9 @@ node-claim:  ## the Node claim library (libs/node): its dependencies from npm (p
 
 js-fixtures:  ## the frameworks import source is checked against (tests/unit/data/js): node-cron and @nestjs/schedule from npm (package-lock.json)
 	$(STEP) js-fixtures sh -c 'cd tests/unit/data/js && npm ci --no-audit --no-fund --loglevel=error'
+
+corpus: venv  ## real published code with in-app schedules (npm and PyPI, pinned by SHA-256 in hack/corpus.py), for import source's corpus test
+	$(STEP) corpus $(BIN)/python hack/corpus.py
 
 db-tools: venv  ## PostgreSQL and MariaDB (Debian's packages, apt-get when missing): the claim's conformance suite
 	$(STEP) db-tools $(CLUSTER) db-tools
@@ -67,7 +70,7 @@ lint: venv  ## ruff, and the import rules of .importlinter (layers, a pure core 
 typecheck: venv
 	$(STEP) typecheck $(BIN)/mypy
 
-unit: venv db-tools node-claim js-fixtures ruby-tools  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
+unit: venv db-tools node-claim js-fixtures ruby-tools corpus  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
 	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit tests/claim
 
 integration: venv tools prom-tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)

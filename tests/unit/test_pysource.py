@@ -200,3 +200,24 @@ def test_the_command_reads_a_tree_and_says_what_it_could_not(tmp_path: Path) -> 
     assert f"{tmp_path}/web/jobs.js:2 (node-cron)" in done.stderr and "code of its own" in done.stderr
     assert f"{tmp_path}/web/later.js:1 (node-schedule)" in done.stderr
     models.AppScheduleSpec.model_validate(document["spec"])
+
+
+def test_forms_real_code_uses_entries_by_subscript_func_by_keyword_and_a_path_python_cannot_import() -> None:
+    """Found in published packages (tests/unit/test_corpus.py): a beat entry set by subscript (superdesk-planning),
+    add_job's function as func= (nonebot plugins), and a directory whose name is no Python identifier."""
+    text = (
+        "from celery.schedules import crontab\n"
+        "app.config['CELERY_BEAT_SCHEDULE']['planning:expiry'] = {'task': 'planning.flag_expired',"
+        " 'schedule': crontab(minute='0')}\n"
+        "app.conf.beat_schedule['tick'] = {'task': 'proj.tick', 'schedule': 30.0}\n"
+        "scheduler.add_job(func=send, trigger='cron', hour=7, minute=5)\n"
+    )
+    found = scan(text, "server/planning/__init__.py", "planning")
+    assert [(f.task["name"], f.task["schedule"]) for f in found.found] == [
+        ("planning-expiry", "0 * * * *"),
+        ("send", "5 7 * * *"),
+    ]
+    assert [u.source for u in found.unfaithful] == ["server/planning/__init__.py:3"]  # the interval, listed
+    bad = scan("scheduler.add_job(send, 'cron', hour=0)\n", "nonebot-plugin-x/__init__.py", "nonebot-plugin-x")
+    (listed,) = bad.unfaithful
+    assert not bad.found and "nonebot-plugin-x.send is not importable" in listed.reason

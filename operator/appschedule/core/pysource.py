@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
 _NAME_PART = re.compile(r"[^a-z0-9]+")
@@ -166,6 +167,9 @@ def _command(module: str, function: str, args: object = (), kwargs: object = Non
     """The Job's command: the function called in its own process with the schedule's literal arguments."""
     if not isinstance(args, list | tuple) or not isinstance(kwargs, dict | None):
         raise ValueError(f"args {args!r} or kwargs {kwargs!r}: not a list and a dict")
+    if not all(part.isidentifier() for part in [*module.split("."), function]):
+        raise ValueError(f"{module}.{function} is not importable (a directory or file whose name is not a Python "
+                         "identifier): the task needs the function's import path")  # fmt: skip
     call = ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in (kwargs or {}).items())])
     return ["python", "-c", f"from {module} import {function}; {function}({call})"]
 
@@ -183,6 +187,16 @@ def _function_of(node: ast.expr, module: str) -> tuple[str, str] | None:
         where, _, name = dotted.rpartition(".")
         return where, name
     return module, dotted
+
+
+BEAT_NAMES = ("beat_schedule", "CELERY_BEAT_SCHEDULE", "CELERYBEAT_SCHEDULE")
+
+
+def _names_beat_schedule(node: ast.expr) -> bool:
+    """``x.beat_schedule``, ``CELERY_BEAT_SCHEDULE`` or ``x["CELERY_BEAT_SCHEDULE"]``: Celery's schedule table."""
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value in BEAT_NAMES
+    return (_dotted(node) or "").rsplit(".", 1)[-1] in BEAT_NAMES
 
 
 class _Visitor(ast.NodeVisitor):
@@ -211,12 +225,16 @@ class _Visitor(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "add_job" and node.args:
-            target = _function_of(node.args[0], self.module)
+        func = None
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "add_job":  # add_job(f, ...) or add_job(func=f)
+            func = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "func"), None)
+        if func is not None:
+            target = _function_of(func, self.module)
+            keywords = [k for k in node.keywords if k.arg != "func"]
             if target is None:
                 self._unfaithful(node, "APScheduler", "the job's function is not a name: built at run time")
             else:
-                self._apscheduler(node, node.args[1:], node.keywords, target, node)
+                self._apscheduler(node, node.args[1:], keywords, target, node)
         self.generic_visit(node)
 
     def _apscheduler(self, node: ast.AST, args: list[ast.expr], keywords: list[ast.keyword],
@@ -276,10 +294,11 @@ class _Visitor(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             name = (_dotted(target) or "").rsplit(".", 1)[-1]
-            if name in ("beat_schedule", "CELERY_BEAT_SCHEDULE", "CELERYBEAT_SCHEDULE") and isinstance(
-                node.value, ast.Dict
-            ):
+            if name in BEAT_NAMES and isinstance(node.value, ast.Dict):
                 self._celery(node.value)
+            elif isinstance(target, ast.Subscript) and _names_beat_schedule(target.value):
+                # one entry: app.conf.beat_schedule["name"] = {...}, app.config["CELERY_BEAT_SCHEDULE"]["name"] = {...}
+                self._celery(ast.Dict(keys=[target.slice], values=[node.value]))
         self.generic_visit(node)
 
     def _celery(self, table: ast.Dict) -> None:
@@ -325,7 +344,9 @@ class _Visitor(ast.NodeVisitor):
 def scan(text: str, filename: str, module: str) -> Scan:
     """The schedules in one Python file (``module``: its dotted name, for the tasks' commands). A file Python
     cannot parse raises SyntaxError naming the file and line."""
-    tree = ast.parse(text, filename=filename)
+    with warnings.catch_warnings():  # the app's own invalid escapes ('\w' in a string): its business, not said
+        warnings.simplefilter("ignore")
+        tree = ast.parse(text, filename=filename)
     visitor = _Visitor(text, filename, module)
     visitor.visit(tree)
     return visitor.scan
