@@ -63,6 +63,8 @@ run: venv tools  ## the operator with a live demo: current kubeconfig, else the 
 crd: venv  ## regenerate crds/ and the chart's copy from operator/appschedule/core/models.py
 	$(BIN)/appschedule crd -o crds/appschedule.dev_appschedules.yaml
 	$(BIN)/appschedule crd -o charts/appschedule-operator/files/appschedule.dev_appschedules.yaml
+	$(BIN)/appschedule crd --calendar -o crds/appschedule.dev_appschedulecalendars.yaml
+	$(BIN)/appschedule crd --calendar -o charts/appschedule-operator/files/appschedule.dev_appschedulecalendars.yaml
 
 lint: venv  ## ruff, and the import rules of .importlinter (layers, a pure core that never reads the clock)
 	$(STEP) lint sh -c '$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports'

@@ -23,13 +23,14 @@ else
   WEBHOOKS=(--webhook-port "${WEBHOOK_PORT:-9443}")
 fi
 
-"$KUBECTL" apply --server-side -f crds/appschedule.dev_appschedules.yaml
+"$KUBECTL" apply --server-side -f crds/appschedule.dev_appschedules.yaml -f crds/appschedule.dev_appschedulecalendars.yaml
 # a CRD just created has no status.conditions yet, which makes `kubectl wait` fail at once: retry (60 s)
+CRDS=(crd/appschedules.appschedule.dev crd/appschedulecalendars.appschedule.dev)
 for _ in $(seq 60); do
-  "$KUBECTL" wait --for=condition=Established --timeout=5s crd/appschedules.appschedule.dev >/dev/null 2>&1 && break
+  "$KUBECTL" wait --for=condition=Established --timeout=5s "${CRDS[@]}" >/dev/null 2>&1 && break
   sleep 1
 done
-"$KUBECTL" wait --for=condition=Established --timeout=5s crd/appschedules.appschedule.dev
+"$KUBECTL" wait --for=condition=Established --timeout=5s "${CRDS[@]}"
 "$KUBECTL" create namespace shop --dry-run=client -o yaml | "$KUBECTL" apply -f -
 "$KUBECTL" apply -f examples/deployment.yaml -f examples/appschedule.yaml
 

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from .shell import webhook_server
 
 CRD_PATH = Path("crds") / f"{naming.GROUP}_{naming.PLURAL}.yaml"
+CALENDAR_CRD_PATH = Path("crds") / f"{naming.GROUP}_{naming.CALENDAR_PLURAL}.yaml"
 CHART_CRD_PATH = Path("charts") / "appschedule-operator" / "files" / CRD_PATH.name  # the chart's copy
+CHART_CALENDAR_CRD_PATH = CHART_CRD_PATH.parent / CALENDAR_CRD_PATH.name
 
 
 class UserError(Exception):
@@ -58,13 +60,14 @@ def _one(path: str, kind: str) -> dict[str, Any]:
     return found[0]
 
 
-def crd_yaml() -> str:
-    header = "# Generated from operator/appschedule/core/models.py by `appschedule crd`; do not edit.\n"
-    return header + yaml.safe_dump(models.crd(), sort_keys=False, width=120)
+def crd_yaml(calendar: bool = False) -> str:
+    command = "appschedule crd --calendar" if calendar else "appschedule crd"
+    header = f"# Generated from operator/appschedule/core/models.py by `{command}`; do not edit.\n"
+    return header + yaml.safe_dump(models.calendar_crd() if calendar else models.crd(), sort_keys=False, width=120)
 
 
 def cmd_crd(args: argparse.Namespace) -> int:
-    text = crd_yaml()
+    text = crd_yaml(args.calendar)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -504,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     crd = commands.add_parser("crd", help="print the AppSchedule CustomResourceDefinition")
     crd.add_argument("-o", "--output", help="write to this file instead of stdout")
+    crd.add_argument("--calendar", action="store_true", help="the AppScheduleCalendar's instead")
     crd.set_defaults(func=cmd_crd)
 
     rend = commands.add_parser("render", help="print the CronJobs an AppSchedule means, offline")

@@ -89,10 +89,12 @@ def _fires(
     ]
 
 
-def _windows(spec: Mapping[str, Any], name: str) -> tuple[blackout.Window, ...]:
-    """A task's blackouts (spec.blackouts and its own), as far as they read (the API server validated them)."""
+def _windows(spec: Mapping[str, Any], name: str, shared: Sequence[Any] = ()) -> tuple[blackout.Window, ...]:
+    """A task's blackouts (spec.blackouts, its calendars' and its own), as far as they read (the API server
+    validated them)."""
     task = next((_dict(t) for t in _list(spec.get("tasks")) if _dict(t).get("name") == name), {})
-    raw = [b for b in [*_list(spec.get("blackouts")), *_list(task.get("blackouts"))] if isinstance(b, Mapping)]
+    listed = [*_list(spec.get("blackouts")), *shared, *_list(task.get("blackouts"))]
+    raw = [b for b in listed if isinstance(b, Mapping)]
     try:
         return blackout.of([dict(b) for b in raw])
     except (ValueError, KeyError, TypeError):
@@ -138,8 +140,11 @@ def _health(task: Mapping[str, Any]) -> str:
     return "ok" if not said else ", ".join(said) + f" among the last {len(recent)} runs"
 
 
-def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """What ``status`` shows of one AppSchedule (the ``-o json`` form); any field may be missing or odd."""
+def describe(
+    appschedule: Mapping[str, Any], now: datetime, calendars: Mapping[tuple[str, str], Sequence[Any]] | None = None
+) -> dict[str, Any]:
+    """What ``status`` shows of one AppSchedule (the ``-o json`` form); any field may be missing or odd.
+    ``calendars``: the blackouts of the AppScheduleCalendars read, by (namespace, name)."""
     meta, spec = _dict(appschedule.get("metadata")), _dict(appschedule.get("spec"))
     status = _dict(appschedule.get("status"))
     conditions = {str(c.get("type")): c for c in _list(status.get("conditions")) if isinstance(c, Mapping)}
@@ -151,7 +156,12 @@ def describe(appschedule: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     for name in declared + [n for n in tracked if n not in declared]:
         task = _dict(tracked.get(name))
         paused = pause.paused(name, thresholds.get(name), _list(task.get("recent")), resumed.get(name))
-        windows = _windows(spec, name)
+        shared = [
+            b
+            for c in _list(spec.get("calendars"))
+            for b in (calendars or {}).get((str(meta.get("namespace")), str(c)), ())
+        ]
+        windows = _windows(spec, name, shared)
         last = _dict(task.get("lastRun"))
         counts = _dict(task.get("counts"))
         tasks.append(
@@ -839,6 +849,32 @@ def _read(args: argparse.Namespace) -> list[dict[str, Any]]:
     return items
 
 
+def _read_calendars(args: argparse.Namespace, items: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Any]]:
+    """The blackouts of the AppScheduleCalendars the AppSchedules name; one that cannot be read is left out (the
+    AppSchedule's Ready condition says why)."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    wanted = {
+        (str(_dict(i.get("metadata")).get("namespace")), str(c))
+        for i in items
+        for c in _list(_dict(i.get("spec")).get("calendars"))
+    }
+    if not wanted:
+        return {}
+    custom, _ = _api(args)
+    found: dict[tuple[str, str], list[Any]] = {}
+    for namespace, name in sorted(wanted):
+        try:
+            body = custom.get_namespaced_custom_object(
+                naming.GROUP, naming.VERSION, namespace, naming.CALENDAR_PLURAL, name
+            )
+        except (ApiException, OSError, HTTPError):
+            continue
+        found[namespace, name] = _list(_dict(_dict(body).get("spec")).get("blackouts"))
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -867,7 +903,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ordered = sorted(
         items, key=lambda i: (str(_dict(i.get("metadata")).get("namespace")), str(_dict(i.get("metadata")).get("name")))
     )
-    described = [describe(item, now) for item in ordered]
+    calendars = _read_calendars(args, ordered)
+    described = [describe(item, now, calendars) for item in ordered]
     if described:
         _print(
             described if not args.name else described[0], args.output, lambda d: text(d if isinstance(d, list) else [d])

@@ -100,10 +100,11 @@ def kubectl(cluster: ClusterUnderTest) -> Kubectl:
 
 @pytest.fixture(scope="session")
 def crd(kubectl: Kubectl) -> str:
-    """The AppSchedule CRD installed from crds/ (as a user would) and Established."""
-    path = REPO / "crds" / "appschedule.dev_appschedules.yaml"
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    kubectl.wait_established("appschedules.appschedule.dev")
+    """The AppSchedule and AppScheduleCalendar CRDs installed from crds/ (as a user would) and Established."""
+    for name in ("appschedules", "appschedulecalendars"):
+        path = REPO / "crds" / f"appschedule.dev_{name}.yaml"
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        kubectl.wait_established(f"{name}.appschedule.dev")
     # the schema reaches the published OpenAPI (what kubectl explain reads) a moment after Established
     wait_for(
         lambda: kubectl("explain", "appschedule.spec", check=False).returncode == 0,

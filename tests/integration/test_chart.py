@@ -271,10 +271,13 @@ def test_hook_and_test_pods_are_never_behind_the_operators_services(helm: Helm) 
 
 
 def test_the_chart_crd_is_the_generated_one(helm: Helm) -> None:
-    (crd,) = of_kind(helm.template({}), "CustomResourceDefinition")
-    generated = yaml.safe_load((chart.REPO / "crds" / "appschedule.dev_appschedules.yaml").read_text())
-    assert crd["spec"] == generated["spec"]
-    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    crds = {c["metadata"]["name"]: c for c in of_kind(helm.template({}), "CustomResourceDefinition")}
+    assert set(crds) == {"appschedules.appschedule.dev", "appschedulecalendars.appschedule.dev"}
+    for crd in crds.values():
+        plural = crd["metadata"]["name"].split(".")[0]
+        generated = yaml.safe_load((chart.REPO / "crds" / f"appschedule.dev_{plural}.yaml").read_text())
+        assert crd["spec"] == generated["spec"]
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
 
 
 def test_alerts_and_dashboard_query_metrics_the_operator_exports(helm: Helm) -> None:

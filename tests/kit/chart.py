@@ -177,16 +177,19 @@ def service_account_kubeconfig(kubectl: Run, namespace: str, name: str, admin: P
 
 
 def adopt_crd(kubectl: Run, release: str, namespace: str) -> None:
-    """Let a Helm release take over an AppSchedule CRD installed by kubectl (README: "Upgrading")."""
-    crd = "crd/appschedules.appschedule.dev"
-    kubectl("label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm")
-    kubectl(
-        "annotate",
-        "--overwrite",
-        crd,
-        f"meta.helm.sh/release-name={release}",
-        f"meta.helm.sh/release-namespace={namespace}",
-    )
+    """Let a Helm release take over the AppSchedule and AppScheduleCalendar CRDs installed by kubectl (README:
+    "Upgrading"), each that exists."""
+    for crd in ("crd/appschedules.appschedule.dev", "crd/appschedulecalendars.appschedule.dev"):
+        if kubectl("get", crd, check=False).returncode != 0:
+            continue
+        kubectl("label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm")
+        kubectl(
+            "annotate",
+            "--overwrite",
+            crd,
+            f"meta.helm.sh/release-name={release}",
+            f"meta.helm.sh/release-namespace={namespace}",
+        )
 
 
 class HostedOperator:

@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from appschedule.core.view import World, project_appschedule, project_cronjob, project_deployment, project_job
+from appschedule.core.view import (
+    World,
+    project_appschedule,
+    project_calendar,
+    project_cronjob,
+    project_deployment,
+    project_job,
+)
 from appschedule.shell.store import Store
 
 
@@ -17,6 +24,7 @@ def world_of(
     cronjobs: Sequence[Mapping[str, Any]] = (),
     siblings: Sequence[Mapping[str, Any]] = (),
     jobs: Sequence[Mapping[str, Any]] = (),
+    calendars: Sequence[Mapping[str, Any]] = (),
 ) -> World:
     """The World a reconcile of ``appschedule`` would read, built from whole objects as the watches
     build the view (for tests, benchmarks and offline use)."""
@@ -29,6 +37,8 @@ def world_of(
         state.put_cronjob(project_cronjob(cronjob))
     for job in jobs:
         state.put_job(project_job(job))
+    for calendar in calendars:
+        state.put_calendar(project_calendar(calendar))
     state.prune()
     view = project_appschedule(appschedule)
     if deployment is None:

@@ -17,7 +17,9 @@ from appschedule.core.admission import blackout_refusal, check_appschedule
 from appschedule.core.models import AppScheduleSpec
 from appschedule.core.reconcile import plan
 from appschedule.core.schedule import fires_between, parse
+from appschedule.core.view import project_appschedule, project_calendar
 from appschedule.plugin import describe, text
+from appschedule.shell.store import Store
 from tests.kit.worlds import world_of
 
 BERLIN = schedule.check_time_zone("Europe/Berlin")
@@ -361,3 +363,83 @@ def test_a_schedule_whose_every_fire_is_dark_has_no_next_fire_and_is_asked_once(
     assert blackout.next_allowed(sched, lit, z("2026-10-20T12:00:00Z")) == z("2026-10-23T01:30:00Z")  # Friday
     assert blackout.next_allowed(sched, lit, z("2026-10-21T12:00:00Z")) == z("2026-10-23T01:30:00Z")  # kept
     assert blackout.next_allowed(sched, lit, z("2026-10-23T01:30:00Z")) == z("2026-10-24T01:30:00Z")  # asked anew
+
+
+# -- AppScheduleCalendars: blackouts several AppSchedules of a namespace share
+
+
+def calendar(name: str, *blackouts: dict[str, Any], version: str = "1") -> dict[str, Any]:
+    return {
+        "apiVersion": "appschedule.dev/v1alpha1",
+        "kind": "AppScheduleCalendar",
+        "metadata": {"name": name, "namespace": "shop", "resourceVersion": version},
+        "spec": {"blackouts": list(blackouts)},
+    }
+
+
+HOLIDAY = {"name": "reformation-day", "dates": ["2026-10-31"], "reason": "public holiday"}
+
+
+def test_a_calendar_s_blackouts_hold_for_every_task_between_the_spec_s_and_the_task_s(
+    deployment: dict[str, Any],
+) -> None:
+    body = appschedule()
+    body["spec"]["calendars"] = ["holidays"]
+    body["spec"]["tasks"][0]["blackouts"] = [{"name": "own", "dates": ["2026-11-02"]}]
+    result = plan(world_of(body, deployment, calendars=[calendar("holidays", HOLIDAY)]), z("2026-10-30T12:00:00Z"))
+    (manifest,) = result.apply
+    carried = json.loads(manifest["spec"]["jobTemplate"]["metadata"]["annotations"][blackout.ANNOTATION])
+    assert [b["name"] for b in carried] == ["repeated-hour", "reformation-day", "own"]
+    ready = next(c for c in result.status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True", ready
+    # the next run skips the calendar's day: Saturday 31 October in Berlin (CET) is dark from 30 Oct 23:00Z
+    far = plan(world_of(body, deployment, calendars=[calendar("holidays", HOLIDAY)]), z("2026-10-30T22:50:00Z"))
+    assert far.status["tasks"][0]["nextRunTime"] == "2026-10-31T23:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("calendars", "reason", "said"),
+    [
+        ([], "CalendarNotFound", "AppScheduleCalendar 'holidays' not found in namespace 'shop'"),
+        ([calendar("holidays", {"name": "x", "from": "2026-12-26", "to": "2026-12-24"})], "CalendarInvalid",
+         "AppScheduleCalendar 'holidays': spec.blackouts.0: Value error, to (2026-12-24) is before from"),
+    ],
+)  # fmt: skip
+def test_a_calendar_missing_or_invalid_is_said_and_the_tasks_run_without_it(
+    deployment: dict[str, Any], calendars: list[dict[str, Any]], reason: str, said: str
+) -> None:
+    body = appschedule()
+    body["spec"]["calendars"] = ["holidays"]
+    result = plan(world_of(body, deployment, calendars=calendars), z("2026-10-30T12:00:00Z"))
+    (manifest,) = result.apply  # the task's CronJob is made all the same, with the spec's own blackouts
+    carried = json.loads(manifest["spec"]["jobTemplate"]["metadata"]["annotations"][blackout.ANNOTATION])
+    assert [b["name"] for b in carried] == ["repeated-hour"]
+    ready = next(c for c in result.status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", reason) and said in ready["message"], ready
+    assert reason in [e.reason for e in result.events]
+
+
+def test_a_calendar_s_change_wakes_the_appschedules_naming_it_and_no_other() -> None:
+    store = Store()
+    naming_it, other = appschedule(), appschedule()
+    naming_it["spec"]["calendars"] = ["holidays"]
+    other["metadata"] = {**other["metadata"], "name": "other", "uid": "uid-other"}
+    store.put_appschedule(project_appschedule(naming_it))
+    store.put_appschedule(project_appschedule(other))
+    assert store.put_calendar(project_calendar(calendar("holidays", HOLIDAY))) == {("shop", "shop")}
+    assert store.put_calendar(project_calendar(calendar("holidays", HOLIDAY, version="2"))) == set()  # the same
+    assert store.put_calendar(project_calendar(calendar("holidays", version="3"))) == {("shop", "shop")}
+    assert store.put_calendar(project_calendar(calendar("unnamed", HOLIDAY))) == set()
+    assert store.calendars["shop", "holidays"].blackouts == ()  # the listing's newest
+    assert store.drop_calendar("shop", "holidays") == {("shop", "shop")}
+    assert store.replace("calendars", "shop", [project_calendar(calendar("holidays", HOLIDAY, version="4"))]) == {
+        ("shop", "shop")
+    }
+
+
+def test_the_plugin_reads_the_calendars_blackouts(deployment: dict[str, Any]) -> None:
+    body = appschedule(plan(world_of(appschedule(), deployment), z("2026-10-30T12:00:00Z")).status)
+    body["spec"]["calendars"] = ["holidays"]
+    shown = describe(body, z("2026-10-30T23:30:00Z"), {("shop", "holidays"): [HOLIDAY]})["tasks"][0]
+    assert shown["blackout"]["name"] == "reformation-day (public holiday)" and shown["blackout"]["now"]
+    assert shown["next"][0]["utc"] == "2026-10-31T23:00:00Z"

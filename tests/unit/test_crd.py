@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_checked_in_crd_is_up_to_date() -> None:
     for path in (cli.CRD_PATH, cli.CHART_CRD_PATH):
         assert (REPO / path).read_text() == cli.crd_yaml(), f"{path} is stale: run `make crd`"
+    for path in (cli.CALENDAR_CRD_PATH, cli.CHART_CALENDAR_CRD_PATH):
+        assert (REPO / path).read_text() == cli.crd_yaml(calendar=True), f"{path} is stale: run `make crd`"
 
 
 def walk(node: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:

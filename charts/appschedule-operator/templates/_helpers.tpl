@@ -93,6 +93,10 @@ namespaceSelector:
 - apiGroups: [appschedule.dev]
   resources: [appschedules/status]
   verbs: [update]
+# the AppScheduleCalendars AppSchedules name (spec.calendars): their blackouts, read only
+- apiGroups: [appschedule.dev]
+  resources: [appschedulecalendars]
+  verbs: [get, list, watch]
 # the pod templates AppSchedules name
 - apiGroups: [apps]
   resources: [deployments]

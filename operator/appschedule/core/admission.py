@@ -41,6 +41,7 @@ from .render import render
 from .runs import BackfillRequest
 from .schedule import ScheduleError, check_time_zone, parse
 from .status import summarize
+from .view import project_calendar
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -153,6 +154,13 @@ def check_appschedule(appschedule: Mapping[str, Any], now: datetime | None = Non
     if errors:
         return summarize(errors)
     return _check_backfills(spec, now) if now is not None else None
+
+
+def check_calendar(calendar: Mapping[str, Any]) -> str | None:
+    """Why the API server should refuse this AppScheduleCalendar (what the schema cannot say: a day the calendar
+    lacks, to before from, several forms in one entry, names used twice), or None."""
+    problem = project_calendar(calendar).problem
+    return f"AppScheduleCalendar {_dict(calendar.get('metadata')).get('name')!r}: {problem}" if problem else None
 
 
 def _check_backfills(spec: Mapping[str, Any], now: datetime) -> str | None:
@@ -355,7 +363,7 @@ def configurations(name: str, kinds: Iterable[str], client: Mapping[str, Any]) -
                                 "apiGroups": [naming.GROUP],
                                 "apiVersions": [naming.VERSION],
                                 "operations": ["CREATE", "UPDATE"],
-                                "resources": [naming.PLURAL],
+                                "resources": [naming.PLURAL, naming.CALENDAR_PLURAL],
                                 "scope": "Namespaced",
                             }
                         ],

@@ -249,6 +249,8 @@ _CLOCK_END = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
 BLACKOUT_DATES_MAX = 64
 BLACKOUTS_MAX = 32  # spec.blackouts, for every task
 TASK_BLACKOUTS_MAX = 8  # a task's own
+CALENDARS_MAX = 8  # AppScheduleCalendars an AppSchedule names
+CALENDAR_BLACKOUTS_MAX = 64  # blackouts an AppScheduleCalendar holds
 
 
 def _date(value: str) -> str:
@@ -606,6 +608,13 @@ class AppScheduleSpec(Model):
     )
     suspend: bool | None = Field(None, description="Suspend every task: no new runs start. Default: false.")
     defaults: TaskSettings | None = Field(None, description="Settings for every task; a task's own value wins.")
+    calendars: list[Annotated[str, Field(max_length=253, pattern=_SUBDOMAIN.pattern)]] | None = Field(
+        None,
+        max_length=CALENDARS_MAX,
+        description="Names of AppScheduleCalendars of this namespace (at most 8) whose blackouts hold for every task, "
+        "as spec.blackouts do: a team keeps its holidays in one place. One that is missing or invalid is said in "
+        "Ready (CalendarNotFound, CalendarInvalid) and the tasks run without it.",
+    )
     blackouts: Blackouts = Field(
         None,
         max_length=BLACKOUTS_MAX,
@@ -1007,6 +1016,57 @@ def openapi_schema() -> dict[str, Any]:
             "status": status,
         },
     }
+
+
+class CalendarSpec(Model):
+    """An AppScheduleCalendar: blackouts kept in one place for the AppSchedules of its namespace that name it."""
+
+    blackouts: Blackouts = Field(
+        None,
+        max_length=CALENDAR_BLACKOUTS_MAX,
+        description="Spans in which no run of a task of an AppSchedule naming this calendar starts (at most 64), "
+        "each in that task's zone: whole days, a range of days or a weekly window, as spec.blackouts.",
+    )
+
+
+def calendar_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of AppScheduleCalendar."""
+    raw = CalendarSpec.model_json_schema(by_alias=True)
+    spec = _structural(raw, raw.get("$defs", {}))
+    spec["description"] = "The blackouts the AppSchedules naming this calendar (spec.calendars) share."
+    schema = {
+        "type": "object",
+        "description": "Blackouts shared by the AppSchedules of a namespace: holidays, shutdowns, maintenance nights.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "Versioned schema of this object."},
+            "kind": {"type": "string", "description": "AppScheduleCalendar."},
+            "metadata": {"type": "object"},
+            "spec": spec,
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{naming.CALENDAR_PLURAL}.{naming.GROUP}",
+            "labels": {"app.kubernetes.io/name": "appschedule-operator"},
+        },
+        "spec": {
+            "group": naming.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": naming.CALENDAR_KIND,
+                "listKind": f"{naming.CALENDAR_KIND}List",
+                "plural": naming.CALENDAR_PLURAL,
+                "singular": "appschedulecalendar",
+                "shortNames": ["ascal"],
+                "categories": ["appschedule"],
+            },
+            "versions": [{"name": naming.VERSION, "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": schema}}],
+        },
+    }  # fmt: skip
 
 
 def crd() -> dict[str, Any]:

@@ -17,6 +17,8 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "AppSchedule"
 PLURAL = "appschedules"
+CALENDAR_KIND = "AppScheduleCalendar"  # blackouts several AppSchedules of a namespace share (spec.calendars)
+CALENDAR_PLURAL = "appschedulecalendars"
 
 CRONJOB_NAME_MAX = 52
 TASK_NAME_MAX = 63  # a label value

@@ -25,7 +25,7 @@ from typing import Any
 
 from . import blackout, cronjobs, cutover, events, keys, ledger, naming, ownership, pause, runs, status
 from .events import Event
-from .models import BACKFILLS_MAX, CATCH_UP_WINDOW_MAX, DEFAULTS, BackfillStatus, TaskStatus
+from .models import BACKFILLS_MAX, CATCH_UP_WINDOW_MAX, DEFAULTS, BackfillStatus, Blackout, TaskStatus
 from .render import Manifest, Rendered, SpecError, render
 from .schedule import ScheduleError, parse
 from .schedule import earliest as schedule_earliest
@@ -90,7 +90,7 @@ def plan(
         placeholder = {"spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}}}
         rendered = render(appschedule, placeholder)  # only for the tasks' own errors
     else:
-        rendered = render(appschedule, world.deployment.as_object())
+        rendered = render(appschedule, world.deployment.as_object(), _calendars(world, errors))
     errors.extend(rendered.errors)
     pauses, unreadable = _pauses(world, rendered)
 
@@ -210,6 +210,25 @@ def _pauses(world: World, rendered: Rendered) -> tuple[dict[str, pause.Pause], s
 
 def _suspended(manifest: Manifest) -> Manifest:
     return {**manifest, "spec": {**manifest["spec"], "suspend": True}}
+
+
+def _calendars(world: World, errors: list[SpecError]) -> list[Blackout]:
+    """The blackouts of the AppScheduleCalendars spec.calendars names, in that order; one missing or invalid is
+    said (Ready: CalendarNotFound, CalendarInvalid) and the tasks run without it."""
+    found: list[Blackout] = []
+    for index, name in enumerate(world.appschedule.calendars):
+        calendar = world.calendars.get(name)
+        where = f"spec.calendars[{index}]"
+        if calendar is None:
+            errors.append(SpecError(where, f"AppScheduleCalendar {name!r} not found in namespace "
+                                    f"{world.appschedule.namespace!r}: the tasks run without its blackouts",
+                                    reason="CalendarNotFound"))  # fmt: skip
+        elif calendar.problem is not None:
+            errors.append(SpecError(where, f"AppScheduleCalendar {name!r}: {calendar.problem}: the tasks run "
+                                    "without its blackouts", reason="CalendarInvalid"))  # fmt: skip
+        else:
+            found.extend(calendar.blackouts)
+    return found
 
 
 def _blacked_out(manifest: Manifest, now: datetime, out: Plan) -> Manifest:

@@ -27,7 +27,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import blackout, naming
-from .models import SPEC_BYTES_MAX, SPEC_FIELDS_BYTES_MAX, SPEC_MAP_LISTS, AppScheduleSpec, Task, fields_bytes
+from .models import (
+    SPEC_BYTES_MAX,
+    SPEC_FIELDS_BYTES_MAX,
+    SPEC_MAP_LISTS,
+    AppScheduleSpec,
+    Blackout,
+    Task,
+    fields_bytes,
+)
 from .schedule import ScheduleError, hashed_seed, parse, resolve_hashed
 
 Manifest = dict[str, Any]
@@ -281,8 +289,11 @@ def _hashed(task: Task, index: int, seed: str) -> Task | SpecError:
     return task if schedule == task.schedule else task.model_copy(update={"schedule": schedule})
 
 
-def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Rendered:
-    """The CronJobs an AppSchedule means, given its Deployment, plus what is wrong with it."""
+def render(
+    appschedule: Mapping[str, Any], deployment: Mapping[str, Any], calendars: Sequence[Blackout] = ()
+) -> Rendered:
+    """The CronJobs an AppSchedule means, given its Deployment (and the blackouts of the calendars it names),
+    plus what is wrong with it."""
     metadata = appschedule.get("metadata") or {}
     name = str(metadata.get("name") or "")
     raw_spec = appschedule.get("spec")
@@ -314,6 +325,8 @@ def render(appschedule: Mapping[str, Any], deployment: Mapping[str, Any]) -> Ren
             errors.append(task)
             continue
         settings = task.resolved(spec)
+        if calendars:  # spec.blackouts, then the calendars', then the task's own
+            settings["blackouts"] = [*(spec.blackouts or []), *calendars, *(task.blackouts or [])]
         task_errors = _check_task(task, index, spec, settings)
         cronjob = naming.cronjob_name(name, task.name)
         if task.name in cronjobs or cronjob in used_names:

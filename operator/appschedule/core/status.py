@@ -29,7 +29,7 @@ from .models import (
 from .render import SpecError
 from .schedule import ScheduleError, next_fire, parse
 
-REASONS = ("DeploymentNotFound", "WriteFailed", "InvalidSpec", "TaskConflict")  # the first present is Ready's
+REASONS = ("DeploymentNotFound", "WriteFailed", "InvalidSpec", "TaskConflict", "CalendarInvalid", "CalendarNotFound")
 
 
 def summarize(errors: Sequence[SpecError], limit: int = MESSAGE_MAX) -> str:

@@ -21,8 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from . import naming
-from .models import FAILURE_MAX, printable
+from .models import FAILURE_MAX, Blackout, CalendarSpec, printable
 from .render import valid_tasks
 
 ANNOTATION_RESUMED = f"{naming.GROUP}/resumed"  # pause.py reads it
@@ -107,6 +109,12 @@ class AppScheduleView:
 
     def cronjob_names(self) -> dict[str, str]:
         return {naming.cronjob_name(self.name, t): t for t in self.declared}
+
+    @property
+    def calendars(self) -> tuple[str, ...]:
+        """The AppScheduleCalendars its spec names (strings only: the schema says what else is wrong)."""
+        names = self.spec.get("calendars")
+        return tuple(dict.fromkeys(n for n in names if isinstance(n, str))) if isinstance(names, list) else ()
 
     def as_object(self) -> dict[str, Any]:
         """The AppSchedule as render and plan read it."""
@@ -379,8 +387,34 @@ def _container_failure(status: Mapping[str, Any]) -> str | None:
     return _CANNOT_START.get(reason or "")
 
 
+@dataclass(frozen=True)
+class CalendarView:
+    """An AppScheduleCalendar: its blackouts as read, or why they do not read (``problem``: the field and why; the
+    API server's schema refuses most, not the rules between fields)."""
+
+    namespace: str
+    name: str
+    resource_version: str
+    blackouts: tuple[Blackout, ...] = ()
+    problem: str | None = None
+
+
+def project_calendar(body: Mapping[str, Any]) -> CalendarView:
+    meta = _dict(body.get("metadata"))
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    version = str(meta.get("resourceVersion") or "")
+    try:
+        spec = CalendarSpec.model_validate(_dict(body.get("spec")))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        said = printable(f"spec.{where}: {first['msg']}", 512)
+        return CalendarView(namespace, name, version, problem=said)
+    return CalendarView(namespace, name, version, tuple(spec.blackouts or ()))
+
+
 # any projection a watch makes (shell/watches.py)
-View = AppScheduleView | DeploymentView | CronJobView | JobView | PodView
+View = AppScheduleView | DeploymentView | CronJobView | JobView | PodView | CalendarView
 
 
 def project_pod(body: Mapping[str, Any]) -> PodView:
@@ -453,3 +487,5 @@ class World:
     sharing_names: Mapping[str, Sequence[Claimant]] = field(default_factory=dict)  # CronJob name -> others with it
     jobs: Mapping[str, Sequence[JobView]] = field(default_factory=dict)  # task -> its Jobs (this AppSchedule's)
     pods: Mapping[str, Sequence[PodView]] = field(default_factory=dict)  # Job name -> its pods (of those Jobs)
+    # the AppScheduleCalendars spec.calendars names, by name: None for one the namespace does not have
+    calendars: Mapping[str, CalendarView | None] = field(default_factory=dict)

@@ -48,7 +48,14 @@ from .workqueue import Key, WorkQueue
 from .writer import Ours, Refused, Writer
 
 log = logging.getLogger("appschedule")
-WATCHED = ("appschedules", "deployments", "cronjobs", "jobs", "pods")  # the kinds watches.py lists and watches
+WATCHED = (
+    "appschedules",
+    "deployments",
+    "cronjobs",
+    "jobs",
+    "pods",
+    "calendars",
+)  # the kinds watches.py lists and watches
 BURSTS = frozenset({"jobs", "pods"})  # a run's burst of events wakes its AppSchedule once (wake_soon)
 FULL_EVERY = 10  # resync periods between two re-plans of every AppSchedule
 STUCK_SECONDS = 120.0  # a reconcile or request this old means a stuck worker: liveness fails

@@ -28,6 +28,7 @@ from typing import Any
 from ..core import naming
 from ..core.view import (
     AppScheduleView,
+    CalendarView,
     Claimant,
     CronJobView,
     DeploymentView,
@@ -50,6 +51,7 @@ class Store:
     cronjobs: dict[Key, CronJobView] = field(default_factory=dict)
     jobs: dict[Key, JobView] = field(default_factory=dict)
     pods: dict[Key, PodView] = field(default_factory=dict)
+    calendars: dict[Key, CalendarView] = field(default_factory=dict)
     listing: bool = True  # until the initial listing of every watch is in (see module docstring)
     # indexes
     _declarers: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, task) -> validly
@@ -57,6 +59,7 @@ class Store:
     _labelled: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, appschedule) -> CJs
     _named: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, CronJob name) -> AS
     _referencing: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, deployment) -> AS
+    _naming_calendar: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, calendar) -> AS
     _runs: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, appschedule) -> Jobs
     _pods_of: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))  # (ns, Job) -> its pods
     # Jobs that left the watch still holding the ledger's finalizer (their task label was removed), by namespace
@@ -102,6 +105,8 @@ class Store:
         for cronjob in view.cronjob_names():
             self._named[ns, cronjob].add(view.name)
         self._referencing[ns, view.deployment].add(view.name)
+        for calendar in view.calendars:
+            self._naming_calendar[ns, calendar].add(view.name)
 
     def _unindex(self, view: AppScheduleView) -> None:
         ns = view.namespace
@@ -110,9 +115,30 @@ class Store:
         for cronjob in view.cronjob_names():
             _discard(self._named, (ns, cronjob), view.name)
         _discard(self._referencing, (ns, view.deployment), view.name)
+        for calendar in view.calendars:
+            _discard(self._naming_calendar, (ns, calendar), view.name)
 
     def _declaring(self, namespace: str, tasks: set[str]) -> set[Key]:
         return {(namespace, a) for t in tasks for a in self._declarers.get((namespace, t), ())}
+
+    # -- AppScheduleCalendars: every one of the scope is kept (they are few and small); a change wakes the
+    # AppSchedules that name it
+
+    def put_calendar(self, view: CalendarView) -> set[Key]:
+        key = (view.namespace, view.name)
+        old = self.calendars.get(key)
+        if old is not None and not newer_or_same(view.resource_version, old.resource_version):
+            return set()
+        self.calendars[key] = view
+        if old is not None and (old.blackouts, old.problem) == (view.blackouts, view.problem):
+            return set()
+        return self._naming(*key)
+
+    def drop_calendar(self, namespace: str, name: str) -> set[Key]:
+        return self._naming(namespace, name) if self.calendars.pop((namespace, name), None) is not None else set()
+
+    def _naming(self, namespace: str, calendar: str) -> set[Key]:
+        return {(namespace, a) for a in self._naming_calendar.get((namespace, calendar), ())}
 
     # -- Deployments
 
@@ -255,6 +281,8 @@ class Store:
             return self.put_cronjob(view)
         if isinstance(view, JobView):
             return self.put_job(view)
+        if isinstance(view, CalendarView):
+            return self.put_calendar(view)
         return self.put_pod(view)
 
     def drop(self, kind: str, namespace: str, name: str, *, held: bool = False) -> set[Key]:
@@ -266,6 +294,8 @@ class Store:
             return self.drop_cronjob(namespace, name)
         if kind == "jobs":
             return self.drop_job(namespace, name, held=held)
+        if kind == "calendars":
+            return self.drop_calendar(namespace, name)
         return self.drop_pod(namespace, name)
 
     def replace(self, kind: str, namespace: str | None, views: Sequence[View]) -> set[Key]:
@@ -273,7 +303,7 @@ class Store:
         that the listing lacks was deleted while the watch was down (a Deployment known to be absent stays so)."""
         tables: dict[str, Mapping[Key, object]] = {
             "appschedules": self.appschedules, "deployments": self.deployments, "cronjobs": self.cronjobs,
-            "jobs": self.jobs, "pods": self.pods,
+            "jobs": self.jobs, "pods": self.pods, "calendars": self.calendars,
         }  # fmt: skip
         held = tables[kind]
         found = {(view.namespace, view.name) for view in views}
@@ -346,7 +376,8 @@ class Store:
             jobs.setdefault(job.task, []).append(job)
             if (namespace, job.name) in self._pods_of:
                 pods[job.name] = self.pods_of(namespace, job.name)
-        return World(view, deployment, cronjobs, held, declaring, naming_others, jobs, pods)
+        calendars = {name: self.calendars.get((namespace, name)) for name in view.calendars}
+        return World(view, deployment, cronjobs, held, declaring, naming_others, jobs, pods, calendars)
 
 
 @dataclass(frozen=True)

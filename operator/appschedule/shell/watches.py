@@ -44,6 +44,7 @@ from ..core import naming
 from ..core.view import (
     View,
     project_appschedule,
+    project_calendar,
     project_cronjob,
     project_deployment,
     project_job,
@@ -101,11 +102,11 @@ def _gone(body: dict[str, Any]) -> Gone:
     return Gone(str(meta.get("namespace") or ""), str(meta.get("name") or ""), held=bool(held))
 
 
-def _custom(api: client.ApiClient, namespaced: bool) -> Callable[..., Any]:
+def _custom(api: client.ApiClient, namespaced: bool, plural: str = naming.PLURAL) -> Callable[..., Any]:
     objects, crd = client.CustomObjectsApi(api), (naming.GROUP, naming.VERSION)
     if namespaced:
-        return lambda ns, **o: objects.list_namespaced_custom_object(*crd, ns, naming.PLURAL, **o)
-    return lambda **o: objects.list_cluster_custom_object(*crd, naming.PLURAL, **o)
+        return lambda ns, **o: objects.list_namespaced_custom_object(*crd, ns, plural, **o)
+    return lambda **o: objects.list_cluster_custom_object(*crd, plural, **o)
 
 
 KINDS = {
@@ -125,6 +126,10 @@ KINDS = {
         Kind("pods", naming.LABEL_TASK, project_pod,
              lambda api: client.CoreV1Api(api).list_pod_for_all_namespaces,
              lambda api: client.CoreV1Api(api).list_namespaced_pod, optional=True),
+        # optional: a cluster without the AppScheduleCalendar CRD (installed before it came) still runs
+        Kind("calendars", None, project_calendar,
+             lambda api: _custom(api, False, naming.CALENDAR_PLURAL),
+             lambda api: _custom(api, True, naming.CALENDAR_PLURAL), optional=True),
     )
 }  # fmt: skip
 

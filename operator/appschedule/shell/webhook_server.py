@@ -43,7 +43,7 @@ from typing import Any
 
 import aiohttp.web
 
-from ..core import admission
+from ..core import admission, naming
 from . import certs
 
 log = logging.getLogger("appschedule.admission")
@@ -285,6 +285,9 @@ async def check_appschedule(
     request = request if isinstance(request, Mapping) else {}
     body = request.get("object")
     body = body if isinstance(body, Mapping) else {}
+    if body.get("kind") == naming.CALENDAR_KIND:  # a calendar runs nothing: its rules only, no access review
+        refusal = admission.check_calendar(body)
+        return admission.respond(review, refusal=refusal, code=422) if refusal else admission.respond(review)
     message = admission.check_appschedule(body, datetime.now(UTC))
     if message:
         return admission.respond(review, refusal=message, code=422)
