@@ -64,8 +64,12 @@ def cluster_down(args: argparse.Namespace) -> None:
 
 
 def install_crd(kubeconfig: Path, crd: Path) -> None:
+    """The AppSchedule CRD, and the AppScheduleCalendar CRD beside it when the operator measured has one (its
+    calendars watch then lists an empty kind instead of retrying a missing one)."""
     kubectl = [str(KUBECTL), f"--kubeconfig={kubeconfig}"]
-    subprocess.run([*kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(crd)], check=True)
+    calendars = crd.parent / "appschedule.dev_appschedulecalendars.yaml"
+    files = [arg for path in (crd, calendars) if path.exists() for arg in ("-f", str(path))]
+    subprocess.run([*kubectl, "apply", "--server-side", "--force-conflicts", *files], check=True)
     subprocess.run(
         [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{PLURAL}.{GROUP}"], check=True
     )

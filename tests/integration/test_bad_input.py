@@ -60,6 +60,30 @@ def test_every_bad_appschedule_is_refused_at_create_naming_the_field(
     assert "Traceback" not in "\n".join(validating.lines())
 
 
+def test_a_bad_calendar_is_refused_at_create_naming_the_rule(
+    validating: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    """What the AppScheduleCalendar's schema cannot say (the rules between fields, a day the calendar lacks) the
+    validating webhook says; what it can (a day not written YYYY-MM-DD) the API server says without it."""
+
+    def calendar(name: str, blackout: dict[str, Any]) -> str:
+        metadata = {"name": name, "namespace": namespace}
+        body = {"apiVersion": "appschedule.dev/v1alpha1", "kind": "AppScheduleCalendar", "metadata": metadata}
+        return json.dumps({**body, "spec": {"blackouts": [blackout]}})
+
+    for name, blackout, said in (
+        ("range", {"name": "x", "from": "2026-12-26", "to": "2026-12-24"}, "to (2026-12-24) is before from"),
+        ("day", {"name": "x", "dates": ["2026-02-30"]}, "'2026-02-30' is not a day of the calendar"),
+        ("forms", {"name": "x", "dates": ["2026-12-24"], "from": "2026-12-24", "to": "2026-12-25"}, "exactly one"),
+        ("format", {"name": "x", "dates": ["24.12.2026"]}, "spec.blackouts[0].dates[0]"),
+    ):
+        out = kubectl("create", "-f", "-", input=calendar(name, blackout), check=False)
+        assert out.returncode != 0 and said in out.stderr, (name, out.stderr[:500])
+    good = kubectl("create", "-f", "-", input=calendar("good", {"name": "x", "dates": ["2026-12-24"]}), check=False)
+    assert good.returncode == 0, good.stderr
+    assert "Traceback" not in "\n".join(validating.lines())
+
+
 def test_bad_appschedules_written_while_the_webhook_is_down_are_reported(
     operator: OperatorProcess, api: client.ApiClient, kubectl: Kubectl, namespace: str
 ) -> None:

@@ -223,7 +223,7 @@ def test_operator_pods_are_restricted_and_highly_available(helm: Helm) -> None:
         "operator": "NotIn",
         "values": ["kube-system", "ops"],
     }
-    assert [r["resources"] for r in validating["rules"]] == [["appschedules"]]  # never appschedules/status
+    assert [r["resources"] for r in validating["rules"]] == [["appschedules", "appschedulecalendars"]]  # no /status
     (keys,) = of_kind(objects, "MutatingWebhookConfiguration")[0]["webhooks"]
     assert keys["failurePolicy"] == "Ignore"
     ignoring = of_kind(

@@ -452,3 +452,37 @@ def test_task_with_empty_resources_inherits_the_containers(world: Namespaced) ->
     until(lambda: "shop-report" in world.cronjobs(), "the CronJob")
     run = world.cronjobs()["shop-report"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
     assert run["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
+
+
+def test_a_calendar_s_blackouts_reach_the_cronjobs_of_the_appschedules_naming_it(world: Namespaced) -> None:
+    """An AppScheduleCalendar named by an AppSchedule: its blackouts on the task's CronJob, an edit of it there at
+    once, and its deletion said in Ready while the task keeps its CronJob (a bad one refused at apply:
+    test_bad_input.py)."""
+    world.deployment()
+    plural = naming.CALENDAR_PLURAL
+
+    def calendar(blackouts: list[dict[str, Any]], name: str = "holidays") -> dict[str, Any]:
+        metadata = {"name": name, "namespace": world.namespace}
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": naming.CALENDAR_KIND, "metadata": metadata,
+                "spec": {"blackouts": blackouts}}  # fmt: skip
+
+    reformation = {"name": "reformation-day", "dates": ["2026-10-31"], "reason": "public holiday"}
+    world.custom.create_namespaced_custom_object(GROUP, VERSION, world.namespace, plural, calendar([reformation]))
+    created = world.appschedule("shop", [task("report", timeZone="Europe/Berlin")])
+    world.patch("shop", {"spec": {"calendars": ["holidays"]}})
+
+    def carried() -> list[str]:
+        cronjob = world.cronjobs().get("shop-report") or {}
+        annotations = ((cronjob.get("spec") or {}).get("jobTemplate", {}).get("metadata") or {}).get("annotations")
+        return [b["name"] for b in json.loads((annotations or {}).get("appschedule.dev/blackouts") or "[]")]
+
+    until(lambda: carried() == ["reformation-day"], "the calendar's blackout on the CronJob")
+    assert created["metadata"]["name"] == "shop"
+    christmas = {"name": "christmas", "from": "2026-12-24", "to": "2026-12-26"}
+    edit = {"spec": {"blackouts": [reformation, christmas]}}
+    world.custom.patch_namespaced_custom_object(GROUP, VERSION, world.namespace, plural, "holidays", edit)
+    until(lambda: carried() == ["reformation-day", "christmas"], "the calendar's edit on the CronJob")
+    world.custom.delete_namespaced_custom_object(GROUP, VERSION, world.namespace, plural, "holidays")
+    until(lambda: world.condition("shop").get("reason") == "CalendarNotFound", "Ready: CalendarNotFound")
+    assert "AppScheduleCalendar 'holidays' not found" in world.condition("shop")["message"]
+    until(lambda: carried() == [], "the task's CronJob without the calendar's blackouts")

@@ -391,9 +391,10 @@ class Soak:
         self.cluster.up(real_node=False, build=False)
         self.connect()
         kubectl = localcluster.binary("kubectl")
-        crd = REPO / "crds" / "appschedule.dev_appschedules.yaml"
+        crds = [REPO / "crds" / f"appschedule.dev_{p}.yaml" for p in ("appschedules", "appschedulecalendars")]
         env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
-        subprocess.run([kubectl, "apply", "--server-side", "-f", str(crd)], env=env, check=True, capture_output=True)
+        files = [arg for crd in crds for arg in ("-f", str(crd))]
+        subprocess.run([kubectl, "apply", "--server-side", *files], env=env, check=True, capture_output=True)
         jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
         get = [kubectl, "get", "crd", "appschedules.appschedule.dev", "-o", jsonpath]
         # not `kubectl wait`: it fails, not waits, while the new CRD has no conditions yet

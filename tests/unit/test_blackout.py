@@ -402,7 +402,7 @@ def test_a_calendar_s_blackouts_hold_for_every_task_between_the_spec_s_and_the_t
     [
         ([], "CalendarNotFound", "AppScheduleCalendar 'holidays' not found in namespace 'shop'"),
         ([calendar("holidays", {"name": "x", "from": "2026-12-26", "to": "2026-12-24"})], "CalendarInvalid",
-         "AppScheduleCalendar 'holidays': spec.blackouts.0: Value error, to (2026-12-24) is before from"),
+         "AppScheduleCalendar 'holidays': spec.blackouts[0]: to (2026-12-24) is before from"),
     ],
 )  # fmt: skip
 def test_a_calendar_missing_or_invalid_is_said_and_the_tasks_run_without_it(

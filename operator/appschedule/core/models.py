@@ -1060,8 +1060,7 @@ def calendar_crd() -> dict[str, Any]:
                 "listKind": f"{naming.CALENDAR_KIND}List",
                 "plural": naming.CALENDAR_PLURAL,
                 "singular": "appschedulecalendar",
-                "shortNames": ["ascal"],
-                "categories": ["appschedule"],
+                "shortNames": ["ascal"],  # no category: `kubectl get appschedule NAME` must stay one resource
             },
             "versions": [{"name": naming.VERSION, "served": True, "storage": True,
                           "schema": {"openAPIV3Schema": schema}}],

@@ -407,8 +407,9 @@ def project_calendar(body: Mapping[str, Any]) -> CalendarView:
         spec = CalendarSpec.model_validate(_dict(body.get("spec")))
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        said = printable(f"spec.{where}: {first['msg']}", 512)
+        where = "spec" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+        said = printable(f"{where}: {message}", 512)
         return CalendarView(namespace, name, version, problem=said)
     return CalendarView(namespace, name, version, tuple(spec.blackouts or ()))
 
