@@ -333,8 +333,11 @@ def _mark(run: Mapping[str, Any], grace: int) -> str:
 
 
 def history(appschedule: Mapping[str, Any], task: str | None = None) -> dict[str, Any]:
-    """The last runs and misses the status remembers (10 per task), oldest first, a mark per fire."""
+    """The last runs and misses the status remembers (10 per task), oldest first, a mark per fire; whether the task
+    is paused after failures, and how many fires blackouts took."""
     meta, spec = _dict(appschedule.get("metadata")), _dict(appschedule.get("spec"))
+    thresholds = _thresholds(spec)
+    resumed, _ = pause.resumes(str(_dict(meta.get("annotations")).get(pause.ANNOTATION_RESUMED) or ""))
     tasks = []
     for entry in _list(_dict(appschedule.get("status")).get("tasks")):
         if not isinstance(entry, Mapping) or (task is not None and entry.get("name") != task):
@@ -370,7 +373,18 @@ def history(appschedule: Mapping[str, Any], task: str | None = None) -> dict[str
             }
             for r in runs
         ]
-        tasks.append({"name": entry.get("name"), "schedule": entry.get("schedule"), "fires": fires})
+        name = str(entry.get("name"))
+        held = pause.paused(name, thresholds.get(name), _list(entry.get("recent")), resumed.get(name))
+        dark = _count(_dict(entry.get("counts")).get("blackedOut"))
+        tasks.append(
+            {
+                "name": entry.get("name"),
+                "schedule": entry.get("schedule"),
+                "fires": fires,
+                "blackedOut": dark,
+                "paused": {"failures": held.failures, "last": held.last, "why": held.why} if held else None,
+            }
+        )
     return {"namespace": meta.get("namespace"), "name": meta.get("name"), "tasks": tasks}
 
 
@@ -385,6 +399,14 @@ def history_text(found: Mapping[str, Any]) -> str:
         failed = [f"{f['scheduledTime'][11:16]} {f['failure']}" for f in fires if isinstance(f.get("failure"), str)]
         if failed:
             lines.append(f"    failed: {', '.join(failed[-3:])}")
+        held = task.get("paused")
+        if isinstance(held, Mapping):
+            lines.append(f"    paused after {held.get('failures')} failed runs in a row, the last {held.get('last')}: "
+                         f"kubectl appschedule resume {found.get('name')} {task.get('name')}")  # fmt: skip
+        if task.get("blackedOut"):
+            lines.append(
+                f"    blacked out: {task['blackedOut']} fires inside blackouts since tracked (no run, none missed)"
+            )
     legend = [f"{mark} {meaning.split(' (')[0]}" for mark, meaning in MARKS.items()]
     lines += ["  " + "  ".join(legend[:5]), "  " + "  ".join(legend[5:])]
     wrapped: list[str] = []

@@ -18,7 +18,7 @@ from appschedule.core.models import AppScheduleSpec
 from appschedule.core.reconcile import plan
 from appschedule.core.schedule import fires_between, parse
 from appschedule.core.view import project_appschedule, project_calendar
-from appschedule.plugin import describe, text
+from appschedule.plugin import describe, history, history_text, text
 from appschedule.shell.store import Store
 from tests.kit.worlds import world_of
 
@@ -443,3 +443,17 @@ def test_the_plugin_reads_the_calendars_blackouts(deployment: dict[str, Any]) ->
     shown = describe(body, z("2026-10-30T23:30:00Z"), {("shop", "holidays"): [HOLIDAY]})["tasks"][0]
     assert shown["blackout"]["name"] == "reformation-day (public holiday)" and shown["blackout"]["now"]
     assert shown["next"][0]["utc"] == "2026-10-31T23:00:00Z"
+
+
+def test_the_plugin_history_says_the_fires_blackouts_took_and_a_pause(deployment: dict[str, Any]) -> None:
+    body = appschedule(plan(world_of(appschedule(), deployment), z("2026-10-24T23:50:00Z")).status)
+    body["spec"]["tasks"][0]["suspendAfterFailures"] = 1
+    entry = body["status"]["tasks"][0]
+    entry["counts"]["blackedOut"] = 6
+    entry["recent"] = [{"key": "sync@2026-10-25T02:00:00Z", "scheduledTime": "2026-10-25T02:00:00Z",
+                        "state": "Failed", "failure": "exit 3"}]  # fmt: skip
+    found = history(body)
+    assert found["tasks"][0]["blackedOut"] == 6 and found["tasks"][0]["paused"]["failures"] == 1
+    printed = history_text(found)
+    assert "paused after 1 failed runs in a row, the last sync@2026-10-25T02:00:00Z" in printed
+    assert "blacked out: 6 fires inside blackouts" in printed
