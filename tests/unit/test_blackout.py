@@ -106,6 +106,20 @@ def test_the_count_and_the_next_fire_agree_with_one_step_per_fire(expression: st
             assert blackout.next_allowed(sched, HOLIDAYS, at) == expected, at
 
 
+class Steps:
+    """How many times blackout.py asks the schedule for a next fire (each test's own count)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = schedule.next_fire
+
+        def counted(s: schedule.Schedule, after: datetime) -> datetime | None:
+            self.count += 1
+            return real(s, after)
+
+        monkeypatch.setattr(blackout, "next_fire", counted)
+
+
 def test_a_year_long_blackout_costs_its_windows_not_its_fires(monkeypatch: pytest.MonkeyPatch) -> None:
     """An every-minute task dark for a year and every weekend: the next fire is found in a few steps."""
     year = windows(
@@ -113,20 +127,12 @@ def test_a_year_long_blackout_costs_its_windows_not_its_fires(monkeypatch: pytes
         {"name": "weekends", "weekly": {"days": ["SAT", "SUN"], "from": "00:00", "to": "24:00"}},
     )
     sched = parse("* * * * *", "Europe/Berlin")
-    steps = 0
-    real = schedule.next_fire
-
-    def counted(s: schedule.Schedule, after: datetime) -> datetime | None:
-        nonlocal steps
-        steps += 1
-        return real(s, after)
-
-    monkeypatch.setattr(blackout, "next_fire", counted)
+    steps = Steps(monkeypatch)
     assert blackout.next_allowed(sched, year, z("2026-01-01T10:00:00Z")) == z("2027-01-03T23:00:00Z")  # a Monday
-    assert steps <= 3
+    assert steps.count <= 3
     only = year[:1]  # 366 days of the zone, a 23-hour and a 25-hour one among them: every minute of them
     assert blackout.count(sched, only, z("2025-12-31T00:00:00Z"), z("2027-01-03T00:00:00Z")) == 366 * 24 * 60
-    assert steps <= 3
+    assert steps.count <= 3
 
 
 # -- the spec
@@ -348,17 +354,9 @@ def test_a_schedule_whose_every_fire_is_dark_has_no_next_fire_and_is_asked_once(
     )
     sched = parse("30 3 * * *", "Europe/Berlin")
     assert blackout.next_allowed(sched, dark, z("2026-10-20T12:00:00Z")) is None
-    steps = 0
-    real = schedule.next_fire
-
-    def counted(s: schedule.Schedule, after: datetime) -> datetime | None:
-        nonlocal steps
-        steps += 1
-        return real(s, after)
-
-    monkeypatch.setattr(blackout, "next_fire", counted)
+    steps = Steps(monkeypatch)
     assert blackout.next_allowed(sched, dark, z("2026-10-20T12:01:00Z")) is None
-    assert steps == 1  # the schedule's own next fire, then the answer kept
+    assert steps.count == 1  # the schedule's own next fire, then the answer kept
     lit = windows({"name": "nights", "weekly": {"days": ["SUN", "MON", "TUE", "WED"], "from": "22:00", "to": "06:00"}})
     assert blackout.next_allowed(sched, lit, z("2026-10-20T12:00:00Z")) == z("2026-10-23T01:30:00Z")  # Friday
     assert blackout.next_allowed(sched, lit, z("2026-10-21T12:00:00Z")) == z("2026-10-23T01:30:00Z")  # kept

@@ -994,28 +994,38 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def openapi_schema() -> dict[str, Any]:
-    def schema_of(model: type[BaseModel]) -> dict[str, Any]:
-        raw = model.model_json_schema(by_alias=True)
-        return _structural(raw, raw.get("$defs", {}))
+def _schema_of(model: type[BaseModel], description: str) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True)
+    found = _structural(raw, raw.get("$defs", {}))
+    found["description"] = description
+    return found
 
-    spec = schema_of(AppScheduleSpec)
-    spec["description"] = "What the app runs on a schedule: its Deployment and its tasks."
-    status = schema_of(AppScheduleStatus)
-    status["description"] = "What the operator observed: CronJobs, next runs, and the ledger of runs."
+
+def _object_schema(kind: str, description: str, **parts: dict[str, Any]) -> dict[str, Any]:
+    """A kind's openAPIV3Schema: the object's own fields, then ``parts`` (spec, status)."""
     return {
         "type": "object",
-        "description": "An app's scheduled tasks, run as CronJobs with the app's Deployment image; every run "
-        "gets an idempotency key, and missed, duplicate, failed and stuck runs are reported.",
+        "description": description,
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string", "description": "Versioned schema of this object."},
-            "kind": {"type": "string", "description": "AppSchedule."},
+            "kind": {"type": "string", "description": f"{kind}."},
             "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
+            **parts,
         },
     }
+
+
+def openapi_schema() -> dict[str, Any]:
+    return _object_schema(
+        naming.KIND,
+        "An app's scheduled tasks, run as CronJobs with the app's Deployment image; every run gets an idempotency "
+        "key, and missed, duplicate, failed and stuck runs are reported.",
+        spec=_schema_of(AppScheduleSpec, "What the app runs on a schedule: its Deployment and its tasks."),
+        status=_schema_of(
+            AppScheduleStatus, "What the operator observed: CronJobs, next runs, and the ledger of runs."
+        ),
+    )
 
 
 class CalendarSpec(Model):
@@ -1029,74 +1039,38 @@ class CalendarSpec(Model):
     )
 
 
-def calendar_crd() -> dict[str, Any]:
-    """The CustomResourceDefinition of AppScheduleCalendar."""
-    raw = CalendarSpec.model_json_schema(by_alias=True)
-    spec = _structural(raw, raw.get("$defs", {}))
-    spec["description"] = "The blackouts the AppSchedules naming this calendar (spec.calendars) share."
-    schema = {
-        "type": "object",
-        "description": "Blackouts shared by the AppSchedules of a namespace: holidays, shutdowns, maintenance nights.",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string", "description": "Versioned schema of this object."},
-            "kind": {"type": "string", "description": "AppScheduleCalendar."},
-            "metadata": {"type": "object"},
-            "spec": spec,
-        },
-    }
+def _crd(kind: str, plural: str, names: dict[str, Any], version: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{naming.CALENDAR_PLURAL}.{naming.GROUP}",
-            "labels": {"app.kubernetes.io/name": "appschedule-operator"},
-        },
+        "metadata": {"name": f"{plural}.{naming.GROUP}", "labels": {"app.kubernetes.io/name": "appschedule-operator"}},
         "spec": {
             "group": naming.GROUP,
             "scope": "Namespaced",
-            "names": {
-                "kind": naming.CALENDAR_KIND,
-                "listKind": f"{naming.CALENDAR_KIND}List",
-                "plural": naming.CALENDAR_PLURAL,
-                "singular": "appschedulecalendar",
-                "shortNames": ["ascal"],  # no category: `kubectl get appschedule NAME` must stay one resource
-            },
-            "versions": [{"name": naming.VERSION, "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": schema}}],
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, **names},
+            "versions": [{"name": naming.VERSION, "served": True, "storage": True, **version}],
         },
-    }  # fmt: skip
+    }
+
+
+def calendar_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of AppScheduleCalendar."""
+    schema = _object_schema(
+        naming.CALENDAR_KIND,
+        "Blackouts shared by the AppSchedules of a namespace: holidays, shutdowns, maintenance nights.",
+        spec=_schema_of(CalendarSpec, "The blackouts the AppSchedules naming this calendar (spec.calendars) share."),
+    )
+    # no category: `kubectl get appschedule NAME` must stay one resource
+    names = {"singular": "appschedulecalendar", "shortNames": ["ascal"]}
+    return _crd(naming.CALENDAR_KIND, naming.CALENDAR_PLURAL, names, {"schema": {"openAPIV3Schema": schema}})
 
 
 def crd() -> dict[str, Any]:
     """The CustomResourceDefinition of AppSchedule."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{naming.PLURAL}.{naming.GROUP}",
-            "labels": {"app.kubernetes.io/name": "appschedule-operator"},
-        },
-        "spec": {
-            "group": naming.GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": naming.KIND,
-                "listKind": f"{naming.KIND}List",
-                "plural": naming.PLURAL,
-                "singular": "appschedule",
-                "shortNames": ["asched"],
-                "categories": ["appschedule"],
-            },
-            "versions": [
-                {
-                    "name": naming.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": openapi_schema()},
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                }
-            ],
-        },
+    names = {"singular": "appschedule", "shortNames": ["asched"], "categories": ["appschedule"]}
+    version = {
+        "schema": {"openAPIV3Schema": openapi_schema()},
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": PRINTER_COLUMNS,
     }
+    return _crd(naming.KIND, naming.PLURAL, names, version)
