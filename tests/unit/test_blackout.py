@@ -455,3 +455,27 @@ def test_the_plugin_history_says_the_fires_blackouts_took_and_a_pause(deployment
     printed = history_text(found)
     assert "paused after 1 failed runs in a row, the last sync@2026-10-25T02:00:00Z" in printed
     assert "blacked out: 6 fires inside blackouts" in printed
+
+
+def test_every_list_of_blackouts_is_taken_at_its_bound_and_refused_past_it() -> None:
+    """32 for every task, 8 a task's own, 64 dates an entry, 64 in a calendar: taken at the bound, refused one
+    past it naming the list."""
+
+    def days(n: int) -> list[str]:
+        return [(datetime(2026, 1, 1) + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(n)]
+
+    def body(shared: int, own: int, dates: int) -> dict[str, Any]:
+        entries = [{"name": f"b{i}", "dates": days(dates)} for i in range(shared)]
+        task = {"name": "a", "schedule": "0 3 * * *", "command": ["x"],
+                "blackouts": [{"name": f"t{i}", "dates": ["2026-12-24"]} for i in range(own)]}  # fmt: skip
+        return {"metadata": {"name": "shop", "namespace": "shop"},
+                "spec": {"deploymentRef": {"name": "web"}, "blackouts": entries, "tasks": [task]}}  # fmt: skip
+
+    assert check_appschedule(body(32, 8, 64)) is None
+    assert "spec.blackouts" in (check_appschedule(body(33, 8, 1)) or "")
+    assert "spec.tasks[0].blackouts" in (check_appschedule(body(1, 9, 1)) or "")
+    assert "spec.blackouts[0].dates" in (check_appschedule(body(1, 1, 65)) or "")
+    full = [{"name": f"c{i}", "dates": ["2026-12-24"]} for i in range(64)]
+    assert project_calendar(calendar("full", *full)).problem is None
+    said = project_calendar(calendar("over", *full, {"name": "c64", "dates": ["2026-12-24"]})).problem
+    assert said is not None and said.startswith("spec.blackouts:")

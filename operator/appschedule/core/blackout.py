@@ -17,7 +17,7 @@ blackouts jumps from span to span.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -234,7 +234,7 @@ def encode(blackouts: Sequence[Blackout]) -> str:
 def decode(annotations: Any) -> tuple[Window, ...] | None:
     """The windows an object's annotations carry: () for none, None when the value is not valid blackouts
     (any Job's author may write it: never trusted, never raised)."""
-    text = annotations.get(ANNOTATION) if isinstance(annotations, dict) else None
+    text = annotations.get(ANNOTATION) if isinstance(annotations, Mapping) else None
     if not text:
         return ()
     if not isinstance(text, str) or len(text) > 256 * 1024:
@@ -251,9 +251,20 @@ def _decoded(text: str) -> tuple[Window, ...] | None:
         return None
 
 
+def _template_annotations(spec: Any) -> dict[str, Any]:
+    """A CronJob spec's job template annotations (empty when any level is not a map)."""
+    template = spec.get("jobTemplate") if isinstance(spec, Mapping) else None
+    metadata = template.get("metadata") if isinstance(template, Mapping) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return dict(annotations) if isinstance(annotations, Mapping) else {}
+
+
 def of_template(spec: Any) -> tuple[Window, ...]:
     """The windows a CronJob's spec carries on its job template (none when unreadable)."""
-    template = spec.get("jobTemplate") if isinstance(spec, dict) else None
-    metadata = template.get("metadata") if isinstance(template, dict) else None
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    return decode(annotations) or ()
+    return decode(_template_annotations(spec)) or ()
+
+
+def marked(spec: Any) -> str | None:
+    """What a CronJob's spec says of the blackout it is suspended for ("<name> (<reason>) until <time>"), if any."""
+    said = _template_annotations(spec).get(ANNOTATION_NOW)
+    return said if isinstance(said, str) and said else None

@@ -255,21 +255,14 @@ def _blacked_out(manifest: Manifest, now: datetime, out: Plan) -> Manifest:
     return {**manifest, "spec": {**spec, "suspend": True, "jobTemplate": {**template, "metadata": marked}}}
 
 
-def blacked_out_now(spec: Mapping[str, Any]) -> str | None:
-    """What a CronJob's spec says of the blackout it is suspended for ("<name> (<reason>) until <time>"), if any."""
-    metadata = (spec.get("jobTemplate") or {}).get("metadata") or {}
-    said = (metadata.get("annotations") or {}).get(blackout.ANNOTATION_NOW)
-    return said if isinstance(said, str) and said else None
-
-
 def _blackout_events(world: World, desired: Mapping[str, Manifest]) -> list[Event]:
     """BlackoutStarted when a task's CronJob is suspended for a blackout, BlackoutEnded when it runs again: said
     with the CronJob's write (the next plan sees it done)."""
     found = []
     for task, manifest in desired.items():
         held = world.cronjobs.get(str(manifest["metadata"]["name"]))
-        was = blacked_out_now(held.spec) if held is not None and held.ours(world.appschedule) else None
-        now_ = blacked_out_now(manifest["spec"])
+        was = blackout.marked(held.spec) if held is not None and held.ours(world.appschedule) else None
+        now_ = blackout.marked(manifest["spec"])
         if now_ and now_ != was:
             found.append(Event("Normal", "BlackoutStarted", f"task {task!r}: no run starts: blackout {now_}"[:1024]))
         elif was and not now_:
@@ -283,7 +276,7 @@ def _pause_events(world: World, desired: Mapping[str, Manifest], pauses: Mapping
     for task, manifest in desired.items():
         held = world.cronjobs.get(str(manifest["metadata"]["name"]))
         was = (
-            held is not None and held.ours(view) and held.spec.get("suspend") is True and not blacked_out_now(held.spec)
+            held is not None and held.ours(view) and held.spec.get("suspend") is True and not blackout.marked(held.spec)
         )
         if task in pauses and not was:
             found.append(Event("Warning", "TaskPaused", pauses[task].message()[:1024]))
@@ -291,7 +284,7 @@ def _pause_events(world: World, desired: Mapping[str, Manifest], pauses: Mapping
             was
             and task not in pauses
             and held is not None
-            and (not manifest["spec"].get("suspend") or blacked_out_now(manifest["spec"]))
+            and (not manifest["spec"].get("suspend") or blackout.marked(manifest["spec"]))
         ):
             found.append(Event("Normal", "TaskResumed", f"task {task!r} runs again"))
     return found

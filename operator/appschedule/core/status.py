@@ -95,18 +95,13 @@ def next_run(cronjob_spec: Mapping[str, Any], now: datetime) -> datetime | None:
     """The next time a CronJob with this spec starts a run, as the CronJob controller computes it, past the
     blackouts its job template carries."""
     windows = blackout.of_template(cronjob_spec)
-    if cronjob_spec.get("suspend") and not _blackout_marked(cronjob_spec):  # suspended for a blackout: it ends
+    if cronjob_spec.get("suspend") and not blackout.marked(cronjob_spec):  # suspended for a blackout: it ends
         return None
     try:
         schedule = parse(str(cronjob_spec.get("schedule")), str(cronjob_spec.get("timeZone") or "UTC"))
     except ScheduleError:
         return None
     return blackout.next_allowed(schedule, windows, now) if windows else next_fire(schedule, now)
-
-
-def _blackout_marked(cronjob_spec: Mapping[str, Any]) -> bool:
-    metadata = (cronjob_spec.get("jobTemplate") or {}).get("metadata") or {}
-    return bool((metadata.get("annotations") or {}).get(blackout.ANNOTATION_NOW))
 
 
 def _old_tasks(old: Mapping[str, Any]) -> dict[str, TaskStatus]:
