@@ -868,6 +868,9 @@ class LocalCluster:
         else:
             require_built(real_node=real_node)
             link_tools()
+        if self.real_node:  # a real node whose processes were killed (a run stopped hard): clear what it left
+            print(f"a real node in {self.state} was stopped without `make cluster-down`: removing what it left")
+            self._down(quiet=True)
         if real_node:
             realnode.check_machine()
             pause = images.pause(build=False)
