@@ -8,7 +8,7 @@ CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
-.PHONY: run longest bench bench-cluster venv crd lock tools node-tools prom-tools db-tools node-claim js-fixtures ruby-tools corpus check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run longest bench bench-page bench-cluster venv crd lock tools node-tools prom-tools browser-tools db-tools node-claim js-fixtures ruby-tools corpus check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
@@ -45,6 +45,9 @@ db-tools: venv  ## PostgreSQL and MariaDB (Debian's packages, apt-get when missi
 ruby-tools: venv  ## Ruby and Fugit (Debian's ruby-fugit, apt-get when missing): import source's Solid Queue and sidekiq-cron translations are checked on it
 	$(STEP) ruby-tools $(CLUSTER) ruby-tools
 
+browser-tools: venv  ## Chromium and its driver (Debian's packages, apt-get when missing): the page of runs in a real browser
+	$(STEP) browser-tools $(CLUSTER) browser-tools
+
 prom-tools: venv  ## Prometheus' server and promtool (Debian's package, apt-get when missing): the alerts' and dashboard's tests
 	$(STEP) prom-tools $(CLUSTER) prom-tools
 
@@ -75,7 +78,7 @@ typecheck: venv
 unit: venv db-tools node-claim js-fixtures ruby-tools corpus  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
 	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit tests/claim
 
-integration: venv tools prom-tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
+integration: venv tools prom-tools browser-tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)
 	$(STEP) integration $(BIN)/pytest tests/integration
 
 e2e: venv tools  ## the user's scenario (tests/e2e) against KUBECONFIG, else the local cluster
@@ -112,6 +115,9 @@ longest: venv  ## the N (default 10) longest functions of the operator's code, l
 
 bench: venv  ## benchmarks of the pure core, as ratios against a baseline in the same run
 	$(BIN)/python bench/bench_core.py
+
+bench-page: venv browser-tools  ## the page of runs (kubectl appschedule ui) in headless Chromium: 100 AppSchedules of 5 tasks against none
+	$(BIN)/python bench/bench_page.py
 
 bench-cluster: venv tools  ## the operator on its own local cluster against the floor (BENCHMARKS.md); ARGS=--quick
 	$(BIN)/python -m bench.cluster $(ARGS)

@@ -969,6 +969,10 @@ def main(argv: list[str]) -> int:
         started = time.monotonic()
         realnode.ensure_packages(realnode.PROMETHEUS_PACKAGES, "the tests of the alerts and the dashboard")
         print(f"prometheus and promtool from Debian's packages ({time.monotonic() - started:.1f}s)")
+    elif command == "browser-tools":
+        started = time.monotonic()
+        realnode.ensure_packages(realnode.BROWSER_PACKAGES, "the page of runs' tests in a real browser")
+        print(f"Chromium and chromium-driver from Debian's packages ({time.monotonic() - started:.1f}s)")
     elif command == "ruby-tools":
         started = time.monotonic()
         realnode.ensure_packages(realnode.FUGIT_PACKAGES, "the check of import source's Rails schedules")

@@ -415,6 +415,130 @@ def history_text(found: Mapping[str, Any]) -> str:
     return "\n".join(wrapped) + "\n"
 
 
+EVENTS_SHOWN = 10  # an AppSchedule's Events on the page, newest first
+PAGE_JOBS = 50  # a task's Jobs still in the cluster shown beyond the status' last runs, newest first
+
+
+def _job_run(job: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One Job still in the cluster as a fire on the page: its time, kind, key and how it ended; None when the Job
+    states no time that can be read (the page shows runs, not every Job)."""
+    meta, status = _dict(job.get("metadata")), _dict(job.get("status"))
+    annotations = _dict(meta.get("annotations"))
+    stated = next(
+        (
+            str(annotations[k])
+            for k in (naming.ANNOTATION_SCHEDULED_TIME, naming.CRONJOB_SCHEDULED_TIMESTAMP)
+            if isinstance(annotations.get(k), str)
+        ),
+        None,
+    )
+    moment = keys.parse_time(stated) if stated else None
+    if moment is None:
+        return None
+    ended = {
+        str(c.get("type")): c
+        for c in _list(status.get("conditions"))
+        if isinstance(c, Mapping) and c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
+    }
+    state = "Failed" if "Failed" in ended else "Succeeded" if "Complete" in ended else "Active"
+    found: dict[str, Any] = {
+        "scheduledTime": keys.rfc3339(moment),
+        "job": meta.get("name"),
+        "state": state,
+        "mark": {"Failed": "F", "Succeeded": ".", "Active": "A"}[state],
+        "source": "jobs",
+    }
+    kind = annotations.get(naming.ANNOTATION_RUN_KIND)
+    if kind in naming.RUN_KINDS:
+        found["kind"] = kind
+    if isinstance(annotations.get(naming.ANNOTATION_IDEMPOTENCY_KEY), str):
+        found["key"] = annotations[naming.ANNOTATION_IDEMPOTENCY_KEY]
+    if "Failed" in ended:
+        why = _dict(ended["Failed"])
+        found["failure"] = f"{why.get('reason') or 'Failed'}: {why.get('message') or ''}".strip().rstrip(":")[:200]
+    return found
+
+
+def page(
+    items: Sequence[Mapping[str, Any]],
+    jobs: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    now: datetime,
+    calendars: Mapping[tuple[str, str], Sequence[Any]] | None = None,
+    allowed: Mapping[str, Mapping[str, bool]] | None = None,
+) -> dict[str, Any]:
+    """What ``kubectl appschedule ui`` shows, as data: per AppSchedule its status (``describe``), per task a
+    timeline of fires oldest first (the status' last runs, then the Jobs still in the cluster that the status no
+    longer holds, each saying its source), its Events newest first, and what the user may do in its namespace
+    (``allowed``: namespace to {"run": bool}, from SelfSubjectAccessReviews). Any field of any input may be odd."""
+    by_task: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for job in jobs:
+        labels = _dict(_dict(job.get("metadata")).get("labels"))
+        where = (
+            str(_dict(job.get("metadata")).get("namespace")),
+            str(labels.get(naming.LABEL_APPSCHEDULE)),
+            str(labels.get(naming.LABEL_TASK)),
+        )
+        run = _job_run(job)
+        if run is not None:
+            by_task.setdefault(where, []).append(run)
+    said: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for event in events:
+        involved = _dict(event.get("involvedObject"))
+        if involved.get("kind") != naming.KIND:
+            continue
+        when = (
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or _dict(event.get("metadata")).get("creationTimestamp")
+        )
+        said.setdefault((str(involved.get("namespace")), str(involved.get("name"))), []).append(
+            {
+                "type": event.get("type"),
+                "reason": event.get("reason"),
+                "message": str(event.get("message") or "")[:300],
+                "time": when if isinstance(when, str) else None,
+                "count": _count(event.get("count")) or 1,
+            }
+        )
+    shown = []
+    ordered = sorted(
+        items, key=lambda i: (str(_dict(i.get("metadata")).get("namespace")), str(_dict(i.get("metadata")).get("name")))
+    )
+    for item in ordered:
+        described = describe(item, now, calendars)
+        namespace, name = str(described["namespace"]), str(described["name"])
+        fires = {str(t.get("name")): t for t in history(item)["tasks"]}
+        for task in described["tasks"]:
+            past = fires.get(task["name"], {})
+            timeline = [dict(f, source="status") for f in past.get("fires") or []]
+            held = {(f["scheduledTime"], f.get("job")) for f in timeline}
+            times = {f["scheduledTime"] for f in timeline if f.get("mark") not in ("R", "C")}
+            extra = [
+                r
+                for r in by_task.get((namespace, name, task["name"]), [])
+                if (r["scheduledTime"], r["job"]) not in held and not (r["scheduledTime"] in times and "kind" not in r)
+            ]
+            extra.sort(key=lambda r: (r["scheduledTime"], str(r["job"])))
+            timeline = sorted(timeline + extra[-PAGE_JOBS:], key=lambda r: (r["scheduledTime"], str(r.get("job"))))
+            task["timeline"] = timeline
+            task["blackedOut"] = past.get("blackedOut", 0)
+        notes = sorted(said.get((namespace, name), []), key=lambda e: str(e["time"] or ""), reverse=True)
+        described["events"] = notes[:EVENTS_SHOWN]
+        described["may"] = dict((allowed or {}).get(namespace) or {"run": False})
+        shown.append(described)
+    return {
+        "now": keys.rfc3339(now),
+        "appschedules": shown,
+        "marks": MARKS,
+        "sources": {
+            "status": "the AppSchedule's status: the last 10 runs and misses of each task",
+            "jobs": "the task's Jobs still in the cluster (its CronJob's history limits keep them)",
+            "events": "the AppSchedule's Events (the API server keeps them about an hour)",
+        },
+    }
+
+
 def asked_time(kind: str, now: datetime, cronjob: Mapping[str, Any], wanted: datetime | None = None) -> datetime:
     """The scheduled time of a run asked for. ``manual``: now to the second, never :00, so its key is never
     a fire's (fires are whole minutes). ``rerun``: ``wanted``, which must be a past fire of the CronJob's
@@ -533,6 +657,14 @@ def _parser() -> argparse.ArgumentParser:
         act.add_argument("--dry-run", action="store_true", help="print the Job, create nothing")
         act.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
         act.set_defaults(all_namespaces=False)
+    show = commands.add_parser(
+        "ui", parents=[common], help="a page of runs on 127.0.0.1: a timeline per task, live, with run and rerun"
+    )
+    show.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    show.add_argument("-A", "--all-namespaces", action="store_true", help="AppSchedules of every namespace")
+    show.add_argument("--port", type=int, default=8384, help="port on 127.0.0.1 (default 8384; 0: any free one)")
+    show.add_argument("--no-browser", action="store_true", help="print the address, open no browser")
+    show.set_defaults(name=None, output="json")
     resume = commands.add_parser(
         "resume", parents=[common], help="run a task paused after repeated failures (suspendAfterFailures) again"
     )
@@ -693,20 +825,20 @@ def _asked(what: str, namespace: str, call: Any) -> Any:
         raise PluginError(f"cannot reach the API server: {error}") from None
 
 
-def _cronjob(args: argparse.Namespace, custom: Any, namespace: str) -> dict[str, Any]:
-    """The task's CronJob, as the API server has it."""
+def _cronjob(api: Any, namespace: str, appschedule: str, task: str) -> dict[str, Any]:
+    """The task's CronJob, as the API server has it (``api``: an ApiClient)."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    cronjob_name = naming.cronjob_name(args.name, args.task)
-    batch = client.BatchV1Api(custom.api_client)
+    cronjob_name = naming.cronjob_name(appschedule, task)
+    batch = client.BatchV1Api(api)
     try:
         raw = batch.read_namespaced_cron_job(cronjob_name, namespace, _preload_content=False)
     except ApiException as error:
         if error.status == 404:
             raise PluginError(
-                f'task "{args.task}" of appschedule "{args.name}" has no CronJob ({cronjob_name}) in namespace '
+                f'task "{task}" of appschedule "{appschedule}" has no CronJob ({cronjob_name}) in namespace '
                 f"{namespace}: is the task declared and valid?"
             ) from None
         raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
@@ -716,29 +848,44 @@ def _cronjob(args: argparse.Namespace, custom: Any, namespace: str) -> dict[str,
     return found
 
 
-def _act(args: argparse.Namespace, now: datetime) -> int:
-    """run / rerun: a Job from the task's CronJob, marked with its kind; prints what was created."""
+def start_run(
+    api: Any, namespace: str, appschedule: str, task: str, kind: str, now: datetime, wanted: datetime | None = None,
+    *, dry_run: bool = False,
+) -> tuple[dict[str, Any], datetime]:  # fmt: skip
+    """run (``kind`` manual) or rerun (``kind`` rerun, fire ``wanted``): a Job from the task's CronJob, marked with
+    its kind, created (or, ``dry_run``, only made); the Job as the API server returned it, and its fire time. The
+    plugin's ``run``/``rerun`` and the page's buttons both come here."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    custom, default_namespace = _api(args)
-    namespace = args.namespace or default_namespace
-    cronjob = _cronjob(args, custom, namespace)
-    batch = client.BatchV1Api(custom.api_client)
-    kind = "manual" if args.command == "run" else "rerun"
-    scheduled = asked_time(kind, now, cronjob, _time_arg(args.time) if kind == "rerun" else None)
+    cronjob = _cronjob(api, namespace, appschedule, task)
+    scheduled = asked_time(kind, now, cronjob, wanted)
     body = job_for(cronjob, kind, scheduled)
-    if args.dry_run:
-        _print(body, "yaml" if args.output == "text" else args.output, lambda b: yaml.safe_dump(b, sort_keys=False))
-        return 0
+    if dry_run:
+        return body, scheduled
     try:
-        created = batch.create_namespaced_job(namespace, body, _preload_content=False)
+        created = client.BatchV1Api(api).create_namespaced_job(namespace, body, _preload_content=False)
     except ApiException as error:
         raise PluginError(f"the API server refused the Job: {error.status} {error.reason}: {error.body}") from None
     except (OSError, HTTPError) as error:
         raise PluginError(f"cannot reach the API server: {error}") from None
-    job = json.loads(created.data)
+    job: dict[str, Any] = json.loads(created.data)
+    return job, scheduled
+
+
+def _act(args: argparse.Namespace, now: datetime) -> int:
+    """run / rerun: a Job from the task's CronJob, marked with its kind; prints what was created."""
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    kind = "manual" if args.command == "run" else "rerun"
+    wanted = _time_arg(args.time) if kind == "rerun" else None
+    job, scheduled = start_run(
+        custom.api_client, namespace, args.name, args.task, kind, now, wanted, dry_run=args.dry_run
+    )
+    if args.dry_run:
+        _print(job, "yaml" if args.output == "text" else args.output, lambda b: yaml.safe_dump(b, sort_keys=False))
+        return 0
     key = _dict(_dict(job.get("metadata")).get("annotations")).get(naming.ANNOTATION_IDEMPOTENCY_KEY)
     if args.output == "text":
         said = f"job.batch/{job['metadata']['name']} created ({kind}, fire time {keys.rfc3339(scheduled)}, "
@@ -780,7 +927,14 @@ def _backfill(args: argparse.Namespace, now: datetime) -> int:
         start, end = _time_arg(args.start, "--from"), _time_arg(args.end, "--to")
         limit = min(max(1, args.max), 1000)
         entry, fires = backfill_entry(
-            _cronjob(args, custom, namespace), args.task, start, end, args.parallel, limit, now, args.backfill_name
+            _cronjob(custom.api_client, namespace, args.name, args.task),
+            args.task,
+            start,
+            end,
+            args.parallel,
+            limit,
+            now,
+            args.backfill_name,
         )
         if any(b.get("name") == entry["name"] for b in existing):
             raise PluginError(f'{where} has a backfill "{entry["name"]}" already: remove it first '
@@ -897,6 +1051,177 @@ def _read_calendars(args: argparse.Namespace, items: Sequence[Mapping[str, Any]]
     return found
 
 
+ALLOWED_FOR = 30.0  # seconds a SelfSubjectAccessReview's answer is kept by the page
+
+
+class _Cluster:
+    """What the page reads and does, with the user's own kubeconfig and context: nothing more than they may."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        custom, default_namespace = _api(args)
+        self.custom, self.api = custom, custom.api_client
+        self.namespace = None if args.all_namespaces else (args.namespace or default_namespace)
+        self.args = args
+        self._allowed: dict[str, tuple[float, dict[str, bool]]] = {}
+
+    def _list(self, path: str, **query: str) -> list[dict[str, Any]]:
+        """A list from the API server as plain JSON (no model objects); one kind the user may not list is empty."""
+        from kubernetes.client.exceptions import ApiException
+
+        where = f"/namespaces/{self.namespace}" if self.namespace else ""
+        group, _, rest = path.partition(":")
+        url = f"/{group}{where}/{rest}"
+        try:
+            answer = self.api.call_api(
+                url, "GET", query_params=list(query.items()), header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False, _return_http_data_only=True,
+            )  # fmt: skip
+        except ApiException as error:
+            if error.status in (401, 403):
+                return []
+            raise
+        items = json.loads(answer.data).get("items") or []
+        return [i for i in items if isinstance(i, dict)]
+
+    def allowed(self, namespace: str) -> dict[str, bool]:
+        """What the user may do in ``namespace`` (SelfSubjectAccessReview): run = create Jobs."""
+        import time
+
+        from kubernetes import client
+
+        kept = self._allowed.get(namespace)
+        if kept and time.monotonic() - kept[0] < ALLOWED_FOR:
+            return kept[1]
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=namespace, verb="create", group="batch", resource="jobs"
+                )
+            )
+        )
+        try:
+            answer = client.AuthorizationV1Api(self.api).create_self_subject_access_review(review)
+            may = {"run": bool(answer.status and answer.status.allowed)}
+        except Exception:  # a review that cannot be asked shows no action
+            may = {"run": False}
+        self._allowed[namespace] = (time.monotonic(), may)
+        return may
+
+    def snapshot(self) -> dict[str, Any]:
+        items = self._list(f"apis/{naming.GROUP}/{naming.VERSION}:{naming.PLURAL}")
+        jobs = self._list("apis/batch/v1:jobs", labelSelector=f"{naming.MANAGED_BY}={naming.MANAGER}")
+        events = self._list("api/v1:events", fieldSelector=f"involvedObject.kind={naming.KIND}")
+        calendars = _read_calendars(self.args, items)
+        namespaces = {str(_dict(i.get("metadata")).get("namespace")) for i in items}
+        allowed = {n: self.allowed(n) for n in namespaces}
+        return page(items, jobs, events, datetime.now(UTC).replace(microsecond=0), calendars, allowed)
+
+    def act(self, asked: dict[str, Any]) -> dict[str, Any]:
+        """A run or a rerun the page asked for: the plugin's own code (``start_run``); ValueError says why not."""
+        action, namespace = asked.get("action"), asked.get("namespace")
+        name, task, when = asked.get("name"), asked.get("task"), asked.get("time")
+        if action not in ("run", "rerun") or not all(isinstance(v, str) and v for v in (namespace, name, task)):
+            raise ValueError("an action is run or rerun, with namespace, name and task")
+        if self.namespace is not None and namespace != self.namespace:
+            raise ValueError(f"this page shows namespace {self.namespace} only")
+        wanted = None
+        if action == "rerun":
+            wanted = keys.parse_time(when)
+            if wanted is None:
+                raise ValueError(f"rerun needs the fire's time (RFC 3339), got {when!r}")
+        kind = "manual" if action == "run" else "rerun"
+        try:
+            job, scheduled = start_run(self.api, str(namespace), str(name), str(task), kind, datetime.now(UTC), wanted)
+        except PluginError as error:
+            raise ValueError(str(error)) from None
+        meta = _dict(job.get("metadata"))
+        key = _dict(meta.get("annotations")).get(naming.ANNOTATION_IDEMPOTENCY_KEY)
+        return {
+            "job": meta.get("name"),
+            "key": key,
+            "scheduledTime": keys.rfc3339(scheduled),
+            "message": f"job.batch/{meta.get('name')} created ({kind}, fire time {keys.rfc3339(scheduled)}, "
+            + (f"key {key})" if key else "NO KEY: the key webhook did not answer)"),
+        }
+
+    def follow(self, changed: Any, stop: Any) -> None:
+        """Watch AppSchedules and the operator's Jobs in scope; every event says the page changed. Each watch
+        reconnects after an error or its timeout, with a pause that grows to 30 s while errors repeat."""
+        import threading
+
+        def watch(path: str, **query: str) -> None:
+            from kubernetes import watch as kwatch
+
+            pause_s = 1.0
+            while not stop.is_set():
+                try:
+                    stream = kwatch.Watch().stream(self._watch_call(path), timeout_seconds=50, **query)
+                    for _ in stream:
+                        changed()
+                        if stop.is_set():
+                            return
+                    pause_s = 1.0
+                except Exception:
+                    stop.wait(pause_s)
+                    pause_s = min(30.0, pause_s * 2)
+
+        threads = [
+            threading.Thread(
+                target=watch, args=(f"apis/{naming.GROUP}/{naming.VERSION}:{naming.PLURAL}",), daemon=True
+            ),
+            threading.Thread(
+                target=watch,
+                args=("apis/batch/v1:jobs",),
+                kwargs={"label_selector": f"{naming.MANAGED_BY}={naming.MANAGER}"},
+                daemon=True,
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        stop.wait()
+
+    def _watch_call(self, path: str) -> Any:
+        from kubernetes import client
+
+        if path.startswith("apis/batch"):
+            batch = client.BatchV1Api(self.api)
+            if self.namespace:
+                return lambda **kw: batch.list_namespaced_job(self.namespace, **kw)
+            return batch.list_job_for_all_namespaces
+        group, version, plural = naming.GROUP, naming.VERSION, naming.PLURAL
+        if self.namespace:
+            return lambda **kw: self.custom.list_namespaced_custom_object(group, version, self.namespace, plural, **kw)
+        return lambda **kw: self.custom.list_cluster_custom_object(group, version, plural, **kw)
+
+
+def _ui(args: argparse.Namespace) -> int:
+    """ui: the page of runs on 127.0.0.1 until interrupted."""
+    import threading
+    import webbrowser
+
+    from .shell.pageserver import PageServer
+
+    cluster = _Cluster(args)
+    cluster.snapshot()  # say now, not in the browser, when the cluster cannot be read
+    try:
+        server = PageServer(cluster.snapshot, cluster.act, cluster.follow, port=args.port)
+    except OSError as error:
+        raise PluginError(f"cannot listen on 127.0.0.1:{args.port}: {error.strerror} (choose another --port)") from None
+    server.start()
+    where = "every namespace" if cluster.namespace is None else f"namespace {cluster.namespace}"
+    print(f"the page of runs of {where}: {server.url}  (Ctrl-C stops it)", flush=True)
+    if not args.no_browser:
+        webbrowser.open(server.url)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -908,6 +1233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _import_cronjobs(args)
         if args.command == "resume":
             return _resume(args, datetime.now(UTC).replace(microsecond=0))
+        if args.command == "ui":
+            return _ui(args)
         items = _read(args)
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -1,0 +1,229 @@
+"""The web server of ``kubectl appschedule ui``: one page, its state as JSON, a stream that says when the state
+changed, and the page's actions; on 127.0.0.1 only, for the user who started it.
+
+It knows nothing of Kubernetes: the plugin gives it ``snapshot`` (the page's state, read with the user's own
+kubeconfig), ``act`` (a run or a rerun, the plugin's own code) and ``follow`` (blocks, calling ``changed`` on
+every watch event, until ``stop`` is set). A browser only ever talks to this process.
+
+What a local server owes the machine it runs on:
+
+* it listens on the loopback address only;
+* it answers only requests whose ``Host`` is that address and port (a page of another site cannot reach it
+  through a name it points at 127.0.0.1: DNS rebinding);
+* an action needs the token written into the page it served (a page of another site can send a form to
+  127.0.0.1 but cannot read the token), sent in a header no form can set, with a JSON body;
+* the page has no asset from elsewhere and a Content-Security-Policy that allows none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+
+TOKEN_HEADER = "X-AppSchedule-Token"
+HEARTBEAT = 15.0  # seconds between the stream's comments, so a proxy or the browser keeps it open
+ACTION_BODY_MAX = 4096
+
+
+def csp(nonce: str) -> str:
+    """Nothing from elsewhere; only the page's own script (its nonce) runs; requests to this server only."""
+    return (
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; connect-src 'self'; "
+        "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+def page_html(token: str, nonce: str) -> bytes:
+    """The page, with this server's token and this response's script nonce in it."""
+    text = resources.files("appschedule.shell").joinpath("page.html").read_text(encoding="utf-8")
+    return text.replace("__APPSCHEDULE_TOKEN__", token).replace("__APPSCHEDULE_NONCE__", nonce).encode()
+
+
+class Changes:
+    """A counter of changes that the watch bumps and the streams wait on."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._cond = threading.Condition()
+
+    def bump(self) -> None:
+        with self._cond:
+            self.version += 1
+            self._cond.notify_all()
+
+    def wait_past(self, seen: int, timeout: float) -> int:
+        with self._cond:
+            self._cond.wait_for(lambda: self.version != seen, timeout=timeout)
+            return self.version
+
+
+class PageServer:
+    """Serves the page until ``close``; ``port`` 0 picks a free one (``self.port`` says which)."""
+
+    def __init__(
+        self,
+        snapshot: Callable[[], dict[str, Any]],
+        act: Callable[[dict[str, Any]], dict[str, Any]],
+        follow: Callable[[Callable[[], None], threading.Event], None] | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.snapshot, self.act, self.follow = snapshot, act, follow
+        self.token = secrets.token_urlsafe(24)
+        self.changes = Changes()
+        self.stop = threading.Event()
+        self._cache: tuple[int, bytes] | None = None
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(_Handler):
+            server_of = outer
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.host, self.port = host, int(self.httpd.server_address[1])
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/"
+
+    def state(self) -> bytes:
+        """The page's state as JSON, read again only after a change (or when it was never read)."""
+        with self._lock:
+            version = self.changes.version
+            if self._cache is None or self._cache[0] != version:
+                self._cache = (version, json.dumps(self.snapshot()).encode())
+            return self._cache[1]
+
+    def start(self) -> None:
+        serve = threading.Thread(target=self.httpd.serve_forever, name="page-http", daemon=True)
+        serve.start()
+        self._threads.append(serve)
+        if self.follow is not None:
+            follow = self.follow
+            watch = threading.Thread(
+                target=lambda: follow(self.changes.bump, self.stop), name="page-watch", daemon=True
+            )
+            watch.start()
+            self._threads.append(watch)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.changes.bump()  # wakes the streams, which then see stop
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_of: PageServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # the terminal says what the plugin says, not every request
+
+    def _host_ok(self) -> bool:
+        server = self.server_of
+        wanted = {f"{server.host}:{server.port}", f"localhost:{server.port}"}
+        if self.headers.get("Host") in wanted:
+            return True
+        self._send(HTTPStatus.FORBIDDEN, b"this server answers on its own address only\n", "text/plain")
+        return False
+
+    def _send(self, status: HTTPStatus, body: bytes, kind: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", f"{kind}; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if not self._host_ok():
+            return
+        path = self.path.split("?", 1)[0]
+        server = self.server_of
+        if path == "/":
+            nonce = secrets.token_urlsafe(16)
+            self._send(
+                HTTPStatus.OK, page_html(server.token, nonce), "text/html",
+                {"Content-Security-Policy": csp(nonce), "X-Frame-Options": "DENY"},
+            )  # fmt: skip
+        elif path == "/api/state":
+            try:
+                body = server.state()
+            except Exception as error:  # the page says what went wrong and keeps its last state
+                message = json.dumps({"error": f"{type(error).__name__}: {error}"}).encode()
+                self._send(HTTPStatus.BAD_GATEWAY, message, "application/json")
+                return
+            self._send(HTTPStatus.OK, body, "application/json")
+        elif path == "/api/changes":
+            self._stream()
+        else:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+
+    def _stream(self) -> None:
+        """Server-sent events: ``change`` with the new version whenever the watch saw something."""
+        server = self.server_of
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        seen = server.changes.version
+        with contextlib.suppress(OSError):
+            self.wfile.write(f"event: change\ndata: {seen}\n\n".encode())
+            self.wfile.flush()
+            while not server.stop.is_set():
+                started = time.monotonic()
+                now_seen = server.changes.wait_past(seen, HEARTBEAT)
+                if server.stop.is_set():
+                    return
+                if now_seen != seen:
+                    seen = now_seen
+                    self.wfile.write(f"event: change\ndata: {seen}\n\n".encode())
+                elif time.monotonic() - started >= HEARTBEAT - 0.5:
+                    self.wfile.write(b": still here\n\n")
+                self.wfile.flush()
+
+    def do_POST(self) -> None:
+        if not self._host_ok():
+            return
+        server = self.server_of
+        if self.path != "/api/act":
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+            return
+        token = self.headers.get(TOKEN_HEADER) or ""
+        if not secrets.compare_digest(token, server.token):
+            self._send(HTTPStatus.FORBIDDEN, b'{"error": "no token, or not this page\'s"}', "application/json")
+            return
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
+            self._send(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, b'{"error": "JSON only"}', "application/json")
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if not 0 < length <= ACTION_BODY_MAX:
+            self._send(HTTPStatus.BAD_REQUEST, b'{"error": "a body of 1 to 4096 bytes"}', "application/json")
+            return
+        try:
+            asked = json.loads(self.rfile.read(length))
+            if not isinstance(asked, dict):
+                raise ValueError("an object is expected")
+            done = server.act(asked)
+        except (ValueError, LookupError, TypeError) as error:
+            self._send(HTTPStatus.BAD_REQUEST, json.dumps({"error": str(error)}).encode(), "application/json")
+            return
+        server.changes.bump()
+        self._send(HTTPStatus.OK, json.dumps(done).encode(), "application/json")

@@ -1,0 +1,200 @@
+"""`kubectl appschedule ui` in a real browser (Debian's headless Chromium, driven by Selenium through Debian's
+chromium-driver) against the real API server with the operator running: the page loads, shows a real fire
+within seconds of its Job, starts a run and a rerun of that fire (with the fire's key) from its buttons, and
+hides them from a user who may not create Jobs. The screenshots it takes (light and dark, 1280 and 390 pixels
+wide) are the README's: ``APPSCHEDULE_SCREENSHOTS=docs/ui make integration`` writes them there."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from appschedule.core import naming
+from appschedule.plugin import _Cluster
+from appschedule.shell.pageserver import PageServer
+from tests.kit.chart import service_account_kubeconfig, user_role
+from tests.kit.wait import wait_for
+
+from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
+from .test_operator import Namespaced, task
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
+        pytest.fail(f"{CHROMIUM} and {DRIVER} are missing: `make browser-tools` installs them")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+    yield driver
+    driver.quit()
+
+
+def serve(kubeconfig: Path, namespace: str) -> PageServer:
+    args = argparse.Namespace(kubeconfig=str(kubeconfig), context=None, namespace=namespace, all_namespaces=False)
+    cluster = _Cluster(args)
+    server = PageServer(cluster.snapshot, cluster.act, cluster.follow, port=0)
+    server.start()
+    return server
+
+
+def fires(driver: Any, appschedule: str, task_name: str) -> list[dict[str, str]]:
+    found: list[dict[str, str]] = driver.execute_script(
+        """const s = document.querySelector(`[data-appschedule="${arguments[0]}"] [data-task="${arguments[1]}"]`);
+        return s ? [...s.querySelectorAll('.timeline .fire')].map(b => ({time: b.dataset.time, mark: b.dataset.mark,
+            cls: b.className, label: b.getAttribute('aria-label')})) : [];""",
+        appschedule,
+        task_name,
+    )
+    return found
+
+
+def accept_confirm(driver: Any) -> None:
+    def alert() -> Any:
+        try:
+            return driver.switch_to.alert
+        except NoAlertPresentException:
+            return None
+
+    wait_for(alert, timeout=10, what="the confirmation").accept()
+
+
+def jobs(world: Namespaced) -> list[dict[str, Any]]:
+    raw = world.batch.list_namespaced_job(world.namespace, _preload_content=False)
+    return list(json.loads(raw.data)["items"])
+
+
+def shoot(driver: Any, out: Path, name: str, width: int, dark: bool) -> None:
+    driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
+    )
+    driver.set_window_size(width, 900)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(width, min(max(int(height) + 140, 500), 2400))
+    driver.save_screenshot(str(out / name))
+
+
+def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without_job_rights(
+    api: client.ApiClient, namespace: str, operator: OperatorProcess, kubectl: Kubectl, cluster: ClusterUnderTest,
+    browser: Any, tmp_path: Path,
+) -> None:  # fmt: skip
+    ns, world = namespace, Namespaced(api, namespace)
+    world.deployment()
+    world.appschedule(
+        "shop",
+        [
+            task("heartbeat", "* * * * *"),
+            task("nightly", "0,30 2 * * *", timeZone="Europe/Berlin"),  # an hour with two fires, repeated at fall-back
+        ],
+    )
+    wait_for(lambda: world.condition("shop").get("status") == "True", timeout=60, what="shop Ready")
+    server = serve(cluster.kubeconfig, ns)
+    try:
+        browser.set_window_size(1280, 900)
+        browser.get(server.url)
+        shop = f'[data-appschedule="{ns}/shop"]'
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'{shop} [data-task="nightly"]'), timeout=20,
+                 what="the page showing shop's tasks")  # fmt: skip
+        nightly = browser.find_element(By.CSS_SELECTOR, f'{shop} [data-task="nightly"]').text
+        assert "0,30 2 * * *" in nightly and "Europe/Berlin" in nightly and "UTC" not in nightly.split("next:")[0]
+        assert " CET" in nightly or " CEST" in nightly  # next fires in the task's zone, and in UTC (the Z times)
+        assert "Z" in nightly.split("next:")[1]
+        wait_for(lambda: "live" in browser.find_element(By.ID, "live").text, timeout=20, what="the page following")
+
+        # a real fire: its Job made by the CronJob controller at the minute, on the page within seconds
+        cronjob = naming.cronjob_name("shop", "heartbeat")
+        made = wait_for(
+            lambda: [j for j in jobs(world) if j["metadata"]["name"].startswith(f"{cronjob}-")],
+            timeout=75, interval=0.2, what="the heartbeat's first fire",
+        )  # fmt: skip
+        seen_job = time.monotonic()
+        fire = made[0]["metadata"]["annotations"][naming.ANNOTATION_SCHEDULED_TIME]
+        wait_for(lambda: any(f["time"] == fire for f in fires(browser, f"{ns}/shop", "heartbeat")), timeout=15,
+                 interval=0.2, what=f"the fire of {fire} on the page")  # fmt: skip
+        delay = time.monotonic() - seen_job
+        assert delay < 10, f"the fire reached the page {delay:.1f}s after its Job"
+
+        # run now, from the page, after a confirmation
+        before = {j["metadata"]["name"] for j in jobs(world)}
+        section = f'[data-appschedule="{ns}/shop"] [data-task="heartbeat"]'
+        browser.find_element(By.CSS_SELECTOR, f'{section} button[data-action="run"]').click()
+        accept_confirm(browser)
+        manual = wait_for(
+            lambda: [j for j in jobs(world) if j["metadata"]["name"] not in before
+                     and j["metadata"].get("annotations", {}).get(naming.ANNOTATION_RUN_KIND) == "manual"],
+            timeout=20, what="the manual run's Job",
+        )  # fmt: skip
+        assert manual[0]["metadata"]["annotations"].get(naming.ANNOTATION_IDEMPOTENCY_KEY)
+        wait_for(lambda: "created (manual" in browser.find_element(By.ID, "toast").text, timeout=10, what="the toast")
+
+        # a rerun of the real fire: picked in the timeline, with that fire's key
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'{section} .fire[data-time="{fire}"]'), timeout=10,
+                 what="the fire's button")  # fmt: skip
+        browser.find_element(By.CSS_SELECTOR, f'{section} .fire[data-time="{fire}"]').click()
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'{section} button[data-action="rerun"]'), timeout=10,
+                 what="the rerun button")  # fmt: skip
+        browser.find_element(By.CSS_SELECTOR, f'{section} button[data-action="rerun"]').click()
+        accept_confirm(browser)
+        key = made[0]["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY]
+        rerun = wait_for(
+            lambda: [j for j in jobs(world)
+                     if j["metadata"].get("annotations", {}).get(naming.ANNOTATION_RUN_KIND) == "rerun"],
+            timeout=20, what="the rerun's Job",
+        )  # fmt: skip
+        assert rerun[0]["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == key
+        assert rerun[0]["metadata"]["annotations"][naming.ANNOTATION_SCHEDULED_TIME] == fire
+        wait_for(lambda: any("rerun" in f["label"] for f in fires(browser, f"{ns}/shop", "heartbeat")), timeout=15,
+                 what="the rerun on the page")  # fmt: skip
+
+        out = Path(os.environ.get("APPSCHEDULE_SCREENSHOTS") or tmp_path)
+        out.mkdir(parents=True, exist_ok=True)
+        browser.find_element(By.CSS_SELECTOR, f'{section} .fire[data-time="{fire}"]').click()  # unpick: no detail
+        for width in (1280, 390):
+            for dark in (False, True):
+                shoot(browser, out, f"page-{width}-{'dark' if dark else 'light'}.png", width, dark)
+        assert all((out / f"page-{w}-{t}.png").stat().st_size > 5000 for w in (1280, 390) for t in ("light", "dark"))
+    finally:
+        server.close()
+
+    # a user who may read but not create Jobs: the page shows the same, with no action
+    kubectl("create", "serviceaccount", "viewer", "-n", ns)
+    read = {"verbs": ["get", "list", "watch"]}
+    kubectl("apply", "-f", "-", input=json.dumps(user_role(ns, f"system:serviceaccount:{ns}:viewer", [
+        {"apiGroups": [naming.GROUP], "resources": [naming.PLURAL, naming.CALENDAR_PLURAL], **read},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], **read},
+        {"apiGroups": [""], "resources": ["events"], **read},
+    ])))  # fmt: skip
+    viewer = service_account_kubeconfig(kubectl, ns, "viewer", cluster.kubeconfig, tmp_path / "viewer.kubeconfig")
+    server = serve(viewer, ns)
+    try:
+        browser.set_window_size(1280, 900)
+        browser.get(server.url)
+        heartbeat = f'[data-appschedule="{ns}/shop"] [data-task="heartbeat"]'
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, heartbeat), timeout=20, what="the viewer's page")
+        wait_for(lambda: fires(browser, f"{ns}/shop", "heartbeat"), timeout=10, what="the viewer's timeline")
+        assert browser.find_elements(By.CSS_SELECTOR, "button[data-action]") == []
+    finally:
+        server.close()

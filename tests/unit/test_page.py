@@ -1,0 +1,215 @@
+"""`kubectl appschedule ui`: the page's data (plugin.page, pure) and the local server's rules (shell/pageserver.py,
+real HTTP on 127.0.0.1). The page in a real browser against the real API server: tests/integration/test_page.py."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from appschedule.core import naming
+from appschedule.plugin import MARKS, page
+from appschedule.shell.pageserver import TOKEN_HEADER, PageServer, page_html
+
+NOW = datetime(2026, 10, 25, 3, 0, tzinfo=UTC)  # Berlin fell back at 01:00Z: 02:00-03:00 local ran twice
+
+
+def appschedule(recent: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "shop", "name": "shop"},
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": [{"name": "nightly"}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "RunsHealthy", "status": "False"}],
+            "tasks": [
+                {
+                    "name": "nightly",
+                    "schedule": "0,30 2 * * *",  # an hour with several fires, repeated at the fall-back
+                    "timeZone": "Europe/Berlin",
+                    "counts": {"runs": 3, "missed": 1, "duplicates": 1, "absorbed": 1},
+                    "recent": recent,
+                }
+            ],
+        },
+    }
+
+
+RECENT: list[dict[str, Any]] = [
+    {"scheduledTime": "2026-10-25T00:00:00Z", "state": "Succeeded", "job": "shop-nightly-29870640", "key": "k0"},
+    {"scheduledTime": "2026-10-25T00:30:00Z", "state": "Missed"},
+    {"scheduledTime": "2026-10-25T01:00:00Z", "state": "Failed", "job": "shop-nightly-29870700", "failure": "exit 3"},
+    {"scheduledTime": "2026-10-25T01:30:00Z", "state": "Succeeded", "job": "j3", "duplicates": 1, "absorbed": 1},
+]
+
+
+def job(name: str, scheduled: str, *, kind: str | None = None, ended: str | None = None, task: str = "nightly") -> Any:
+    annotations = {
+        naming.ANNOTATION_SCHEDULED_TIME: scheduled,
+        naming.ANNOTATION_IDEMPOTENCY_KEY: f"{task}@{scheduled}",
+    }
+    if kind:
+        annotations[naming.ANNOTATION_RUN_KIND] = kind
+    conditions = [{"type": ended, "status": "True", "reason": "BackoffLimitExceeded", "message": "1 failed"}]
+    return {
+        "metadata": {
+            "name": name, "namespace": "shop", "annotations": annotations,
+            "labels": {naming.LABEL_APPSCHEDULE: "shop", naming.LABEL_TASK: task},
+        },
+        "status": {"conditions": conditions if ended else []},
+    }  # fmt: skip
+
+
+def test_a_timeline_is_the_status_then_the_jobs_it_no_longer_holds_each_with_its_source() -> None:
+    jobs = [
+        job("shop-nightly-29870640", "2026-10-25T00:00:00Z", ended="Complete"),  # the status holds it: once
+        job("shop-nightly-29870580", "2026-10-24T23:00:00Z", ended="Complete"),  # older than the status' runs
+        job("shop-nightly-x1", "2026-10-25T02:40:07Z", kind="manual"),  # a manual run, still active
+        job("shop-nightly-x2", "2026-10-25T01:00:00Z", kind="rerun", ended="Failed"),  # a rerun of the failed fire
+        job("other", "2026-10-25T01:00:00Z", task="weekly"),  # another task's
+        {"metadata": {"name": "odd", "labels": {naming.LABEL_TASK: "nightly"}}, "status": "what"},  # no time: left out
+    ]
+    found = page([appschedule(RECENT)], jobs, [], NOW, allowed={"shop": {"run": True}})
+    (shop,) = found["appschedules"]
+    (nightly,) = shop["tasks"]
+    line = [(f["scheduledTime"], f["mark"], f["source"], f.get("kind")) for f in nightly["timeline"]]
+    assert line == [
+        ("2026-10-24T23:00:00Z", ".", "jobs", None),
+        ("2026-10-25T00:00:00Z", ".", "status", None),
+        ("2026-10-25T00:30:00Z", "M", "status", None),
+        ("2026-10-25T01:00:00Z", "F", "status", None),
+        ("2026-10-25T01:00:00Z", "F", "jobs", "rerun"),
+        ("2026-10-25T01:30:00Z", "d", "status", None),
+        ("2026-10-25T02:40:07Z", "A", "jobs", "manual"),
+    ]
+    rerun = nightly["timeline"][4]
+    assert rerun["failure"] == "BackoffLimitExceeded: 1 failed" and rerun["key"] == "nightly@2026-10-25T01:00:00Z"
+    assert shop["may"] == {"run": True} and found["marks"] == MARKS
+    # the next fires in the zone and in UTC: 02:00 and 02:30 of the 26th, in winter time
+    assert [(n["local"], n["utc"]) for n in nightly["next"]][:2] == [
+        ("2026-10-26 02:00 CET", "2026-10-26T01:00:00Z"),
+        ("2026-10-26 02:30 CET", "2026-10-26T01:30:00Z"),
+    ]
+
+
+def test_a_namespace_never_reviewed_may_do_nothing_and_events_are_the_appschedules_newest_first() -> None:
+    events: list[dict[str, Any]] = [
+        {"involvedObject": {"kind": "AppSchedule", "namespace": "shop", "name": "shop"}, "type": "Warning",
+         "reason": "MissedRun", "message": "nightly missed", "lastTimestamp": "2026-10-25T00:31:00Z", "count": 2},
+        {"involvedObject": {"kind": "AppSchedule", "namespace": "shop", "name": "shop"}, "type": "Normal",
+         "reason": "Reconciled", "message": "x" * 1000, "lastTimestamp": "2026-10-25T02:00:00Z"},
+        {"involvedObject": {"kind": "Pod", "namespace": "shop", "name": "shop"}, "reason": "Pulled"},
+        {"involvedObject": "garbage"},
+    ]  # fmt: skip
+    (shop,) = page([appschedule([])], [], events, NOW)["appschedules"]
+    assert shop["may"] == {"run": False}
+    assert [(e["reason"], e["count"]) for e in shop["events"]] == [("Reconciled", 1), ("MissedRun", 2)]
+    assert len(shop["events"][0]["message"]) == 300
+
+
+def test_odd_objects_make_a_page_not_an_error() -> None:
+    odd = [{"metadata": "x", "spec": [], "status": {"tasks": [{"name": "t", "recent": "no"}, 7]}}, {}]
+    found = page(odd, [{"metadata": None}, {}], [{}], NOW)
+    json.dumps(found)  # what the server sends
+    assert len(found["appschedules"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------------
+# The local server
+
+
+@pytest.fixture
+def served() -> Any:
+    asked: list[dict[str, Any]] = []
+
+    def act(body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("task") == "missing":
+            raise ValueError('task "missing" has no CronJob')
+        asked.append(body)
+        return {"message": "created"}
+
+    reads = []
+
+    def snapshot() -> dict[str, Any]:
+        reads.append(1)
+        return {"now": "x", "appschedules": [], "reads": len(reads)}
+
+    def follow(changed: Any, stop: threading.Event) -> None:
+        while not stop.wait(0.05):
+            if asked and asked[-1].get("bump"):
+                asked[-1]["bump"] = False
+                changed()
+
+    server = PageServer(snapshot, act, follow, port=0)
+    server.start()
+    yield server, asked
+    server.close()
+
+
+def request(server: PageServer, method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, bytes, Any]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    headers.setdefault("Host", f"127.0.0.1:{server.port}")
+    connection.request(method, path, body=body or None, headers=headers)
+    answer = connection.getresponse()
+    return answer.status, answer.read(), answer.headers
+
+
+def test_the_page_is_small_self_contained_and_runs_only_its_own_script(served: Any) -> None:
+    server, _ = served
+    status, body, headers = request(server, "GET", "/")
+    assert status == 200 and len(body) < 200_000
+    text = body.decode()
+    assert server.token in text and "__APPSCHEDULE" not in text
+    assert not re.search(r"(src|href)=[\"']?(https?:)?//", text), "an asset from elsewhere"
+    nonce = re.search(r"<script nonce=\"([^\"]+)\">", text)
+    assert nonce and f"script-src 'nonce-{nonce.group(1)}'" in headers["Content-Security-Policy"]
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert request(server, "GET", "/")[1] != body  # a nonce a response
+
+
+def test_a_request_for_another_host_is_refused_dns_rebinding(served: Any) -> None:
+    server, _ = served
+    assert request(server, "GET", "/api/state", Host=f"evil.example:{server.port}")[0] == 403
+    assert request(server, "GET", "/api/state", Host=f"localhost:{server.port}")[0] == 200
+
+
+def test_an_action_needs_the_pages_token_in_a_header_and_json(served: Any) -> None:
+    server, asked = served
+    body = json.dumps({"action": "run", "namespace": "shop", "name": "shop", "task": "nightly"}).encode()
+    json_type = {"Content-Type": "application/json"}
+    assert request(server, "POST", "/api/act", body, **json_type)[0] == 403  # no token
+    assert request(server, "POST", "/api/act", body, **json_type, **{TOKEN_HEADER: "guess"})[0] == 403
+    form = {"Content-Type": "application/x-www-form-urlencoded", TOKEN_HEADER: server.token}
+    assert request(server, "POST", "/api/act", body, **form)[0] == 415
+    assert asked == []
+    status, said, _ = request(server, "POST", "/api/act", body, **json_type, **{TOKEN_HEADER: server.token})
+    assert status == 200 and json.loads(said) == {"message": "created"} and len(asked) == 1
+    refused = json.dumps({"action": "run", "task": "missing"}).encode()
+    status, said, _ = request(server, "POST", "/api/act", refused, **json_type, **{TOKEN_HEADER: server.token})
+    assert status == 400 and "missing" in json.loads(said)["error"]
+
+
+def test_the_state_is_read_again_only_after_a_change_and_the_stream_says_so(served: Any) -> None:
+    server, asked = served
+    first = json.loads(request(server, "GET", "/api/state")[1])
+    assert json.loads(request(server, "GET", "/api/state")[1]) == first  # nothing changed: not read again
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("GET", "/api/changes", headers={"Host": f"127.0.0.1:{server.port}"})
+    stream = connection.getresponse()
+    assert stream.headers["Content-Type"] == "text/event-stream"
+    assert stream.readline() == b"event: change\n"
+    version = int(stream.readline().split(b":")[1])
+    stream.readline()
+    asked.append({"bump": True})  # the watch sees something
+    assert stream.readline() == b"event: change\n"
+    assert int(stream.readline().split(b":")[1]) > version
+    connection.close()
+    assert json.loads(request(server, "GET", "/api/state")[1])["reads"] == first["reads"] + 1
+
+
+def test_page_html_fills_token_and_nonce() -> None:
+    text = page_html("tok", "non").decode()
+    assert 'const TOKEN = "tok"' in text and 'nonce="non"' in text
