@@ -1064,25 +1064,38 @@ class _Cluster:
         self.args = args
         self._allowed: dict[str, tuple[float, dict[str, bool]]] = {}
 
-    def _list(self, path: str, **query: str) -> list[dict[str, Any]]:
-        """A list from the API server as plain JSON (no model objects); one kind the user may not list is empty."""
+    def _list(self, kind: str, **query: str) -> list[dict[str, Any]]:
+        """AppSchedules, Jobs or Events in scope as plain JSON (no model objects); a kind the user may not list is
+        empty (the page shows what they may read)."""
         from kubernetes.client.exceptions import ApiException
 
-        where = f"/namespaces/{self.namespace}" if self.namespace else ""
-        group, _, rest = path.partition(":")
-        url = f"/{group}{where}/{rest}"
+        call = self._call(kind)
         try:
-            answer = self.api.call_api(
-                url, "GET", query_params=list(query.items()), header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False, _return_http_data_only=True,
-            )  # fmt: skip
+            answer = call(_preload_content=False, **query)
         except ApiException as error:
             if error.status in (401, 403):
                 return []
+            if error.status == 404 and kind == "appschedules":
+                raise PluginError("the API server has no AppSchedules: is the operator's CRD installed?") from None
             raise
         items = json.loads(answer.data).get("items") or []
         return [i for i in items if isinstance(i, dict)]
+
+    def _call(self, kind: str) -> Any:
+        """The list call of ``kind`` (appschedules, jobs, events) in the page's namespace, or in all of them."""
+        from kubernetes import client
+
+        ns = self.namespace
+        if kind == "jobs":
+            batch = client.BatchV1Api(self.api)
+            return (lambda **kw: batch.list_namespaced_job(ns, **kw)) if ns else batch.list_job_for_all_namespaces
+        if kind == "events":
+            core = client.CoreV1Api(self.api)
+            return (lambda **kw: core.list_namespaced_event(ns, **kw)) if ns else core.list_event_for_all_namespaces
+        group, version, plural = naming.GROUP, naming.VERSION, naming.PLURAL
+        if ns:
+            return lambda **kw: self.custom.list_namespaced_custom_object(group, version, ns, plural, **kw)
+        return lambda **kw: self.custom.list_cluster_custom_object(group, version, plural, **kw)
 
     def allowed(self, namespace: str) -> dict[str, bool]:
         """What the user may do in ``namespace`` (SelfSubjectAccessReview): run = create Jobs."""
@@ -1109,9 +1122,9 @@ class _Cluster:
         return may
 
     def snapshot(self) -> dict[str, Any]:
-        items = self._list(f"apis/{naming.GROUP}/{naming.VERSION}:{naming.PLURAL}")
-        jobs = self._list("apis/batch/v1:jobs", labelSelector=f"{naming.MANAGED_BY}={naming.MANAGER}")
-        events = self._list("api/v1:events", fieldSelector=f"involvedObject.kind={naming.KIND}")
+        items = self._list("appschedules")
+        jobs = self._list("jobs", label_selector=f"{naming.MANAGED_BY}={naming.MANAGER}")
+        events = self._list("events", field_selector=f"involvedObject.kind={naming.KIND}")
         calendars = _read_calendars(self.args, items)
         namespaces = {str(_dict(i.get("metadata")).get("namespace")) for i in items}
         allowed = {n: self.allowed(n) for n in namespaces}
@@ -1150,14 +1163,13 @@ class _Cluster:
         reconnects after an error or its timeout, with a pause that grows to 30 s while errors repeat."""
         import threading
 
-        def watch(path: str, **query: str) -> None:
+        def watch(kind: str, **query: str) -> None:
             from kubernetes import watch as kwatch
 
             pause_s = 1.0
             while not stop.is_set():
                 try:
-                    stream = kwatch.Watch().stream(self._watch_call(path), timeout_seconds=50, **query)
-                    for _ in stream:
+                    for _ in kwatch.Watch().stream(self._call(kind), timeout_seconds=50, **query):
                         changed()
                         if stop.is_set():
                             return
@@ -1167,12 +1179,10 @@ class _Cluster:
                     pause_s = min(30.0, pause_s * 2)
 
         threads = [
-            threading.Thread(
-                target=watch, args=(f"apis/{naming.GROUP}/{naming.VERSION}:{naming.PLURAL}",), daemon=True
-            ),
+            threading.Thread(target=watch, args=("appschedules",), daemon=True),
             threading.Thread(
                 target=watch,
-                args=("apis/batch/v1:jobs",),
+                args=("jobs",),
                 kwargs={"label_selector": f"{naming.MANAGED_BY}={naming.MANAGER}"},
                 daemon=True,
             ),
@@ -1180,19 +1190,6 @@ class _Cluster:
         for thread in threads:
             thread.start()
         stop.wait()
-
-    def _watch_call(self, path: str) -> Any:
-        from kubernetes import client
-
-        if path.startswith("apis/batch"):
-            batch = client.BatchV1Api(self.api)
-            if self.namespace:
-                return lambda **kw: batch.list_namespaced_job(self.namespace, **kw)
-            return batch.list_job_for_all_namespaces
-        group, version, plural = naming.GROUP, naming.VERSION, naming.PLURAL
-        if self.namespace:
-            return lambda **kw: self.custom.list_namespaced_custom_object(group, version, self.namespace, plural, **kw)
-        return lambda **kw: self.custom.list_cluster_custom_object(group, version, plural, **kw)
 
 
 def _ui(args: argparse.Namespace) -> int:

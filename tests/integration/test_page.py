@@ -1,8 +1,9 @@
 """`kubectl appschedule ui` in a real browser (Debian's headless Chromium, driven by Selenium through Debian's
 chromium-driver) against the real API server with the operator running: the page loads, shows a real fire
-within seconds of its Job, starts a run and a rerun of that fire (with the fire's key) from its buttons, and
-hides them from a user who may not create Jobs. The screenshots it takes (light and dark, 1280 and 390 pixels
-wide) are the README's: ``APPSCHEDULE_SCREENSHOTS=docs/ui make integration`` writes them there."""
+within seconds of its Job, starts a run and a rerun of that fire (with the fire's key) from its buttons, marks a
+fire missed while kube-controller-manager was down, and hides the buttons from a user who may not create Jobs.
+The screenshots it takes (light and dark, 1280 and 390 pixels wide) are the README's:
+``APPSCHEDULE_SCREENSHOTS=docs/ui make integration`` writes them there."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from tests.kit.chart import service_account_kubeconfig, user_role
 from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
+from .test_ledger import wait_for_boundary
 from .test_operator import Namespaced, task
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -106,7 +109,7 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
     world.appschedule(
         "shop",
         [
-            task("heartbeat", "* * * * *"),
+            task("heartbeat", "* * * * *", startingDeadlineSeconds=10, missedRunGraceSeconds=10),
             task("nightly", "0,30 2 * * *", timeZone="Europe/Berlin"),  # an hour with two fires, repeated at fall-back
         ],
     )
@@ -115,10 +118,11 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
     try:
         browser.set_window_size(1280, 900)
         browser.get(server.url)
-        shop = f'[data-appschedule="{ns}/shop"]'
-        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'{shop} [data-task="nightly"]'), timeout=20,
+        shop_card = f'[data-appschedule="{ns}/shop"]'
+        shop = f"{ns}/shop"
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'{shop_card} [data-task="nightly"]'), timeout=20,
                  what="the page showing shop's tasks")  # fmt: skip
-        nightly = browser.find_element(By.CSS_SELECTOR, f'{shop} [data-task="nightly"]').text
+        nightly = browser.find_element(By.CSS_SELECTOR, f'{shop_card} [data-task="nightly"]').text
         assert "0,30 2 * * *" in nightly and "Europe/Berlin" in nightly and "UTC" not in nightly.split("next:")[0]
         assert " CET" in nightly or " CEST" in nightly  # next fires in the task's zone, and in UTC (the Z times)
         assert "Z" in nightly.split("next:")[1]
@@ -168,6 +172,19 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
         assert rerun[0]["metadata"]["annotations"][naming.ANNOTATION_SCHEDULED_TIME] == fire
         wait_for(lambda: any("rerun" in f["label"] for f in fires(browser, f"{ns}/shop", "heartbeat")), timeout=15,
                  what="the rerun on the page")  # fmt: skip
+
+        # a fire missed while kube-controller-manager is down (past the task's 10 s starting deadline): marked on
+        # the page once the ledger settles it
+        local = cluster.need_local()
+        boundary = wait_for_boundary(margin=5)
+        local.stop("kube-controller-manager")
+        try:
+            time.sleep(max(0.0, boundary + 15 - time.time()))  # the outage itself: the fire at the boundary goes by
+        finally:
+            local.start("kube-controller-manager")
+        missed = f"{datetime.fromtimestamp(round(boundary), UTC):%Y-%m-%dT%H:%M:%SZ}"
+        wait_for(lambda: any(f["time"] == missed and f["mark"] == "M" for f in fires(browser, shop, "heartbeat")),
+                 timeout=90, what=f"the fire of {missed} marked missed on the page")  # fmt: skip
 
         out = Path(os.environ.get("APPSCHEDULE_SCREENSHOTS") or tmp_path)
         out.mkdir(parents=True, exist_ok=True)
