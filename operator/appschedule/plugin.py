@@ -525,7 +525,7 @@ def page(
             task["blackedOut"] = past.get("blackedOut", 0)
         notes = sorted(said.get((namespace, name), []), key=lambda e: str(e["time"] or ""), reverse=True)
         described["events"] = notes[:EVENTS_SHOWN]
-        described["may"] = dict((allowed or {}).get(namespace) or {"run": False})
+        described["may"] = {"run": False, "backfill": False, **dict((allowed or {}).get(namespace) or {})}
         shown.append(described)
     return {
         "now": keys.rfc3339(now),
@@ -895,46 +895,41 @@ def _act(args: argparse.Namespace, now: datetime) -> int:
     return 0
 
 
-def _backfill(args: argparse.Namespace, now: datetime) -> int:
-    """backfill: a spec.backfills entry added (or, --remove, taken out) with a JSON patch that first tests the
-    resourceVersion read, so that a concurrent edit is never lost; --dry-run lists the fires."""
+def change_backfills(
+    custom: Any, namespace: str, name: str, now: datetime, *, remove: str | None = None, task: str | None = None,
+    start: datetime | None = None, end: datetime | None = None, parallel: int = 1, limit: int = BACKFILL_MAX,
+    backfill_name: str | None = None, dry_run: bool = False,
+) -> tuple[str, dict[str, Any], list[datetime]]:  # fmt: skip
+    """A spec.backfills entry added (or, ``remove``, taken out) with a JSON patch that first tests the
+    resourceVersion read, so that a concurrent edit is never lost; ``dry_run`` patches nothing. What was done (a
+    sentence), the entry and its fires. The plugin's ``backfill`` and the page's buttons both come here."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    custom, default_namespace = _api(args)
-    namespace = args.namespace or default_namespace
-    where = f'appschedules.appschedule.dev "{args.name}"'
+    where = f'appschedules.appschedule.dev "{name}"'
     current = _asked(
         where,
         namespace,
-        lambda: custom.get_namespaced_custom_object(naming.GROUP, naming.VERSION, namespace, naming.PLURAL, args.name),
+        lambda: custom.get_namespaced_custom_object(naming.GROUP, naming.VERSION, namespace, naming.PLURAL, name),
     )
     existing = [b for b in _list(_dict(current.get("spec")).get("backfills")) if isinstance(b, Mapping)]
     version = str(_dict(current.get("metadata")).get("resourceVersion"))
-    if args.remove:
-        index = next((i for i, b in enumerate(existing) if b.get("name") == args.remove), None)
+    if remove:
+        index = next((i for i, b in enumerate(existing) if b.get("name") == remove), None)
         if index is None:
-            raise PluginError(f'{where} has no backfill "{args.remove}"')
+            raise PluginError(f'{where} has no backfill "{remove}"')
         ops: list[dict[str, Any]] = [{"op": "remove", "path": f"/spec/backfills/{index}"}]
-        said = f"appschedule.appschedule.dev/{args.name} backfill {args.remove} removed (its runs stop, its Jobs go)"
+        said = f"appschedule.appschedule.dev/{name} backfill {remove} removed (its runs stop, its Jobs go)"
         entry: dict[str, Any] = {}
         fires: list[datetime] = []
     else:
-        if not (args.task and args.start and args.end):
+        if not (task and start and end):
             raise PluginError("backfill needs TASK, --from and --to (or --remove BACKFILL)")
-        if not 1 <= args.parallel <= 10:
-            raise PluginError(f"--parallel must be 1 to 10 (got {args.parallel})")
-        start, end = _time_arg(args.start, "--from"), _time_arg(args.end, "--to")
-        limit = min(max(1, args.max), 1000)
+        if not 1 <= parallel <= 10:
+            raise PluginError(f"--parallel must be 1 to 10 (got {parallel})")
+        limit = min(max(1, limit), 1000)
         entry, fires = backfill_entry(
-            _cronjob(custom.api_client, namespace, args.name, args.task),
-            args.task,
-            start,
-            end,
-            args.parallel,
-            limit,
-            now,
-            args.backfill_name,
+            _cronjob(custom.api_client, namespace, name, task), task, start, end, parallel, limit, now, backfill_name
         )
         if any(b.get("name") == entry["name"] for b in existing):
             raise PluginError(f'{where} has a backfill "{entry["name"]}" already: remove it first '
@@ -942,17 +937,14 @@ def _backfill(args: argparse.Namespace, now: datetime) -> int:
         path = "/spec/backfills/-" if existing else "/spec/backfills"
         ops = [{"op": "add", "path": path, "value": entry if existing else [entry]}]
         span = f"{keys.rfc3339(fires[0])} .. {keys.rfc3339(fires[-1])}"
-        said = f"appschedule.appschedule.dev/{args.name} backfill {entry['name']} requested: {len(fires)} fires of "
-        said += f"task {args.task}, {span}, {args.parallel} at once"
-    if args.dry_run:
-        listed = [{"scheduledTime": keys.rfc3339(t), "key": keys.key_of(args.task, t)} for t in fires]
-        as_text = "".join(f"{f['scheduledTime']}  {f['key']}\n" for f in listed) + f"{len(listed)} fires (dry run)\n"
-        _print({"backfill": entry, "fires": listed}, args.output, lambda _: as_text if fires else said + " (dry run)\n")
-        return 0
+        said = f"appschedule.appschedule.dev/{name} backfill {entry['name']} requested: {len(fires)} fires of "
+        said += f"task {task}, {span}, {parallel} at once"
+    if dry_run:
+        return said, entry, fires
     test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
     try:
         custom.patch_namespaced_custom_object(
-            naming.GROUP, naming.VERSION, namespace, naming.PLURAL, args.name, [test, *ops],
+            naming.GROUP, naming.VERSION, namespace, naming.PLURAL, name, [test, *ops],
             _content_type="application/json-patch+json",
         )  # fmt: skip
     except ApiException as error:
@@ -961,6 +953,25 @@ def _backfill(args: argparse.Namespace, now: datetime) -> int:
         raise PluginError(f"the API server refused: {error.status} {error.reason}: {error.body}") from None
     except (OSError, HTTPError) as error:
         raise PluginError(f"cannot reach the API server: {error}") from None
+    return said, entry, fires
+
+
+def _backfill(args: argparse.Namespace, now: datetime) -> int:
+    """backfill: ``change_backfills`` from the command line; --dry-run lists the fires."""
+    custom, default_namespace = _api(args)
+    namespace = args.namespace or default_namespace
+    start = end = None
+    if not args.remove and args.task and args.start and args.end:
+        start, end = _time_arg(args.start, "--from"), _time_arg(args.end, "--to")
+    said, entry, fires = change_backfills(
+        custom, namespace, args.name, now, remove=args.remove, task=args.task, start=start, end=end,
+        parallel=args.parallel, limit=args.max, backfill_name=args.backfill_name, dry_run=args.dry_run,
+    )  # fmt: skip
+    if args.dry_run:
+        listed = [{"scheduledTime": keys.rfc3339(t), "key": keys.key_of(args.task, t)} for t in fires]
+        as_text = "".join(f"{f['scheduledTime']}  {f['key']}\n" for f in listed) + f"{len(listed)} fires (dry run)\n"
+        _print({"backfill": entry, "fires": listed}, args.output, lambda _: as_text if fires else said + " (dry run)\n")
+        return 0
     if args.output == "text":
         print(said)
     else:
@@ -1098,7 +1109,8 @@ class _Cluster:
         return lambda **kw: self.custom.list_cluster_custom_object(group, version, plural, **kw)
 
     def allowed(self, namespace: str) -> dict[str, bool]:
-        """What the user may do in ``namespace`` (SelfSubjectAccessReview): run = create Jobs."""
+        """What the user may do in ``namespace`` (SelfSubjectAccessReviews): run and rerun = create Jobs; start
+        and remove a backfill = patch AppSchedules."""
         import time
 
         from kubernetes import client
@@ -1106,18 +1118,22 @@ class _Cluster:
         kept = self._allowed.get(namespace)
         if kept and time.monotonic() - kept[0] < ALLOWED_FOR:
             return kept[1]
-        review = client.V1SelfSubjectAccessReview(
-            spec=client.V1SelfSubjectAccessReviewSpec(
-                resource_attributes=client.V1ResourceAttributes(
-                    namespace=namespace, verb="create", group="batch", resource="jobs"
+
+        def may_i(verb: str, group: str, resource: str) -> bool:
+            review = client.V1SelfSubjectAccessReview(
+                spec=client.V1SelfSubjectAccessReviewSpec(
+                    resource_attributes=client.V1ResourceAttributes(
+                        namespace=namespace, verb=verb, group=group, resource=resource
+                    )
                 )
             )
-        )
-        try:
-            answer = client.AuthorizationV1Api(self.api).create_self_subject_access_review(review)
-            may = {"run": bool(answer.status and answer.status.allowed)}
-        except Exception:  # a review that cannot be asked shows no action
-            may = {"run": False}
+            try:
+                answer = client.AuthorizationV1Api(self.api).create_self_subject_access_review(review)
+            except Exception:  # a review that cannot be asked shows no action
+                return False
+            return bool(answer.status and answer.status.allowed)
+
+        may = {"run": may_i("create", "batch", "jobs"), "backfill": may_i("patch", naming.GROUP, naming.PLURAL)}
         self._allowed[namespace] = (time.monotonic(), may)
         return may
 
@@ -1134,10 +1150,11 @@ class _Cluster:
         """A run or a rerun the page asked for: the plugin's own code (``start_run``); ValueError says why not."""
         action, namespace = asked.get("action"), asked.get("namespace")
         name, task, when = asked.get("name"), asked.get("task"), asked.get("time")
+        if action in ("backfill", "remove-backfill"):
+            return self._backfill(asked)
         if action not in ("run", "rerun") or not all(isinstance(v, str) and v for v in (namespace, name, task)):
-            raise ValueError("an action is run or rerun, with namespace, name and task")
-        if self.namespace is not None and namespace != self.namespace:
-            raise ValueError(f"this page shows namespace {self.namespace} only")
+            raise ValueError("an action is run, rerun, backfill or remove-backfill, with namespace, name and task")
+        self._in_scope(namespace)
         wanted = None
         if action == "rerun":
             wanted = keys.parse_time(when)
@@ -1157,6 +1174,37 @@ class _Cluster:
             "message": f"job.batch/{meta.get('name')} created ({kind}, fire time {keys.rfc3339(scheduled)}, "
             + (f"key {key})" if key else "NO KEY: the key webhook did not answer)"),
         }
+
+    def _in_scope(self, namespace: Any) -> None:
+        if self.namespace is not None and namespace != self.namespace:
+            raise ValueError(f"this page shows namespace {self.namespace} only")
+
+    def _backfill(self, asked: dict[str, Any]) -> dict[str, Any]:
+        """A backfill started (task, from, to, parallel) or removed (backfill) from the page: ``change_backfills``."""
+        namespace, name = asked.get("namespace"), asked.get("name")
+        if not (isinstance(namespace, str) and namespace and isinstance(name, str) and name):
+            raise ValueError("a backfill action names the namespace and the AppSchedule")
+        self._in_scope(namespace)
+        now = datetime.now(UTC)
+        try:
+            if asked["action"] == "remove-backfill":
+                removed = asked.get("backfill")
+                if not isinstance(removed, str) or not removed:
+                    raise ValueError("remove-backfill names the backfill")
+                said, _, _ = change_backfills(self.custom, namespace, name, now, remove=removed)
+                return {"message": said}
+            task, parallel = asked.get("task"), asked.get("parallel", 1)
+            start, end = keys.parse_time(asked.get("from")), keys.parse_time(asked.get("to"))
+            if not isinstance(task, str) or not task or start is None or end is None:
+                raise ValueError("a backfill needs the task, and from and to as RFC 3339 times")
+            if not isinstance(parallel, int) or isinstance(parallel, bool):
+                raise ValueError("parallel is a number from 1 to 10")
+            said, entry, _ = change_backfills(
+                self.custom, namespace, name, now, task=task, start=start, end=end, parallel=parallel
+            )
+        except PluginError as error:
+            raise ValueError(str(error)) from None
+        return {"message": said, "backfill": entry.get("name")}
 
     def follow(self, changed: Any, stop: Any) -> None:
         """Watch AppSchedules and the operator's Jobs in scope; every event says the page changed. Each watch

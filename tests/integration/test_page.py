@@ -1,7 +1,8 @@
 """`kubectl appschedule ui` in a real browser (Debian's headless Chromium, driven by Selenium through Debian's
 chromium-driver) against the real API server with the operator running: the page loads, shows a real fire
-within seconds of its Job, starts a run and a rerun of that fire (with the fire's key) from its buttons, marks a
-fire missed while kube-controller-manager was down, and hides the buttons from a user who may not create Jobs.
+within seconds of its Job, starts a run, a rerun of that fire (with the fire's key) and a backfill from its
+buttons (and removes the backfill), marks a fire missed while kube-controller-manager was down, and hides the
+buttons from a user who may not create Jobs.
 The screenshots it takes (light and dark, 1280 and 390 pixels wide) are the README's:
 ``APPSCHEDULE_SCREENSHOTS=docs/ui make integration`` writes them there."""
 
@@ -30,7 +31,7 @@ from .test_ledger import wait_for_boundary
 from .test_operator import Namespaced, task
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -72,6 +73,28 @@ def fires(driver: Any, appschedule: str, task_name: str) -> list[dict[str, str]]
         task_name,
     )
     return found
+
+
+def click(driver: Any, css: str) -> None:
+    """Click what ``css`` finds, as a user would; the live page may draw it anew between finding and clicking."""
+
+    def clicked() -> bool:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    wait_for(clicked, timeout=10, what=f"a click on {css}", ignore=(StaleElementReferenceException,))
+
+
+def type_into(driver: Any, css: str, text: str) -> None:
+    """Replace what a field holds; once it has the focus the page does not draw it anew (page.html)."""
+
+    def typed() -> bool:
+        box = driver.find_element(By.CSS_SELECTOR, css)
+        box.clear()
+        box.send_keys(text)
+        return bool(box.get_attribute("value") == text)
+
+    wait_for(typed, timeout=10, what=f"{text} typed into {css}", ignore=(StaleElementReferenceException,))
 
 
 def accept_confirm(driver: Any) -> None:
@@ -144,7 +167,7 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
         # run now, from the page, after a confirmation
         before = {j["metadata"]["name"] for j in jobs(world)}
         section = f'[data-appschedule="{ns}/shop"] [data-task="heartbeat"]'
-        browser.find_element(By.CSS_SELECTOR, f'{section} button[data-action="run"]').click()
+        click(browser, f'{section} button[data-action="run"]')
         accept_confirm(browser)
         manual = wait_for(
             lambda: [j for j in jobs(world) if j["metadata"]["name"] not in before
@@ -157,10 +180,10 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
         # a rerun of the real fire: picked in the timeline, with that fire's key
         wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'{section} .fire[data-time="{fire}"]'), timeout=10,
                  what="the fire's button")  # fmt: skip
-        browser.find_element(By.CSS_SELECTOR, f'{section} .fire[data-time="{fire}"]').click()
+        click(browser, f'{section} .fire[data-time="{fire}"]')
         wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'{section} button[data-action="rerun"]'), timeout=10,
                  what="the rerun button")  # fmt: skip
-        browser.find_element(By.CSS_SELECTOR, f'{section} button[data-action="rerun"]').click()
+        click(browser, f'{section} button[data-action="rerun"]')
         accept_confirm(browser)
         key = made[0]["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY]
         rerun = wait_for(
@@ -172,6 +195,24 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
         assert rerun[0]["metadata"]["annotations"][naming.ANNOTATION_SCHEDULED_TIME] == fire
         wait_for(lambda: any("rerun" in f["label"] for f in fires(browser, f"{ns}/shop", "heartbeat")), timeout=15,
                  what="the rerun on the page")  # fmt: skip
+
+        # a backfill of that one fire started from the page's form, then removed from the page
+        click(browser, f'{section} button[data-action="backfill-form"]')
+        for field in ("from", "to"):
+            type_into(browser, f'{section} .backfill input[name="{field}"]', fire)
+        click(browser, f'{section} button[data-action="backfill"]')
+        accept_confirm(browser)
+        entry = wait_for(lambda: (world.get("shop")["spec"].get("backfills") or [None])[0], timeout=20,
+                         what="the backfill in the spec")  # fmt: skip
+        assert (entry["task"], entry["from"], entry["to"]) == ("heartbeat", fire, fire), entry
+        row = f'[data-appschedule="{ns}/shop"] [data-backfill="{entry["name"]}"]'
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, row), timeout=20, what="the backfill on the page")
+        click(browser, f'{row} button[data-action="remove-backfill"]')
+        accept_confirm(browser)
+        wait_for(lambda: not world.get("shop")["spec"].get("backfills"), timeout=20, what="the backfill removed")
+        wait_for(
+            lambda: not browser.find_elements(By.CSS_SELECTOR, row), timeout=20, what="the backfill gone from the page"
+        )
 
         # a fire missed while kube-controller-manager is down (past the task's 10 s starting deadline): marked on
         # the page once the ledger settles it
@@ -188,7 +229,7 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
 
         out = Path(os.environ.get("APPSCHEDULE_SCREENSHOTS") or tmp_path)
         out.mkdir(parents=True, exist_ok=True)
-        browser.find_element(By.CSS_SELECTOR, f'{section} .fire[data-time="{fire}"]').click()  # unpick: no detail
+        click(browser, f'{section} .fire[data-time="{fire}"]')  # unpick: no detail
         for width in (1280, 390):
             for dark in (False, True):
                 shoot(browser, out, f"page-{width}-{'dark' if dark else 'light'}.png", width, dark)

@@ -87,7 +87,7 @@ def test_a_timeline_is_the_status_then_the_jobs_it_no_longer_holds_each_with_its
     ]
     rerun = nightly["timeline"][4]
     assert rerun["failure"] == "BackoffLimitExceeded: 1 failed" and rerun["key"] == "nightly@2026-10-25T01:00:00Z"
-    assert shop["may"] == {"run": True} and found["marks"] == MARKS
+    assert shop["may"] == {"run": True, "backfill": False} and found["marks"] == MARKS
     # the next fires in the zone and in UTC: 02:00 and 02:30 of the 26th, in winter time
     assert [(n["local"], n["utc"]) for n in nightly["next"]][:2] == [
         ("2026-10-26 02:00 CET", "2026-10-26T01:00:00Z"),
@@ -105,7 +105,7 @@ def test_a_namespace_never_reviewed_may_do_nothing_and_events_are_the_appschedul
         {"involvedObject": "garbage"},
     ]  # fmt: skip
     (shop,) = page([appschedule([])], [], events, NOW)["appschedules"]
-    assert shop["may"] == {"run": False}
+    assert shop["may"] == {"run": False, "backfill": False}
     assert [(e["reason"], e["count"]) for e in shop["events"]] == [("Reconciled", 1), ("MissedRun", 2)]
     assert len(shop["events"][0]["message"]) == 300
 
