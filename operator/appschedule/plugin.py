@@ -459,6 +459,42 @@ def _job_run(job: Mapping[str, Any]) -> dict[str, Any] | None:
     return found
 
 
+METRIC_HOURS = 24  # the page's hourly stretches read from Prometheus
+# what each hourly stretch counts: the family (a run's result, or a counter of its own) the page reads
+METRIC_QUERIES = {
+    "runs": "sum by (namespace, appschedule, task, result) (increase(appschedule_runs_total{{{sel}}}[1h]))",
+    "missed": "sum by (namespace, appschedule, task) (increase(appschedule_missed_runs_total{{{sel}}}[1h]))",
+    "duplicates": "sum by (namespace, appschedule, task) (increase(appschedule_duplicate_runs_total{{{sel}}}[1h]))",
+}
+
+
+def metric_stretches(answers: Mapping[str, Any]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """Prometheus' answers to ``METRIC_QUERIES`` (range queries, a step of an hour) as hourly stretches per
+    (namespace, AppSchedule, task), oldest first: the end of each hour and what the ledger counted in it
+    (``increase`` estimates: rounded). Anything odd in an answer is left out."""
+    hours: dict[tuple[str, str, str], dict[float, dict[str, int]]] = {}
+    for name, answer in answers.items():
+        for series in _list(_dict(_dict(answer).get("data")).get("result")):
+            labels = _dict(_dict(series).get("metric"))
+            where = (str(labels.get("namespace")), str(labels.get("appschedule")), str(labels.get("task")))
+            field = str(labels.get("result")) if name == "runs" else name
+            for point in _list(_dict(series).get("values")):
+                try:
+                    at, value = float(point[0]), round(float(point[1]))
+                except (TypeError, ValueError, IndexError):
+                    continue
+                if value > 0:
+                    counts = hours.setdefault(where, {}).setdefault(at, {})
+                    counts[field] = counts.get(field, 0) + value
+    return {
+        where: [
+            {"end": f"{datetime.fromtimestamp(at, UTC):%Y-%m-%dT%H:%M:%SZ}", "counts": counts, "source": "metrics"}
+            for at, counts in sorted(by_hour.items())
+        ]
+        for where, by_hour in hours.items()
+    }
+
+
 def page(
     items: Sequence[Mapping[str, Any]],
     jobs: Sequence[Mapping[str, Any]],
@@ -466,11 +502,15 @@ def page(
     now: datetime,
     calendars: Mapping[tuple[str, str], Sequence[Any]] | None = None,
     allowed: Mapping[str, Mapping[str, bool]] | None = None,
+    metrics: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]] | None = None,
+    metrics_said: str | None = None,
 ) -> dict[str, Any]:
     """What ``kubectl appschedule ui`` shows, as data: per AppSchedule its status (``describe``), per task a
     timeline of fires oldest first (the status' last runs, then the Jobs still in the cluster that the status no
     longer holds, each saying its source), its Events newest first, and what the user may do in its namespace
-    (``allowed``: namespace to {"run": bool}, from SelfSubjectAccessReviews). Any field of any input may be odd."""
+    (``allowed``: namespace to {"run": bool}, from SelfSubjectAccessReviews), and, when Prometheus was read, each
+    task's hourly stretches (``metric_stretches``) with ``metrics_said`` saying where they came from or why there
+    are none. Any field of any input may be odd."""
     by_task: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for job in jobs:
         labels = _dict(_dict(job.get("metadata")).get("labels"))
@@ -523,6 +563,7 @@ def page(
             timeline = sorted(timeline + extra[-PAGE_JOBS:], key=lambda r: (r["scheduledTime"], str(r.get("job"))))
             task["timeline"] = timeline
             task["blackedOut"] = past.get("blackedOut", 0)
+            task["hourly"] = [dict(h) for h in (metrics or {}).get((namespace, name, task["name"]), [])]
         notes = sorted(said.get((namespace, name), []), key=lambda e: str(e["time"] or ""), reverse=True)
         described["events"] = notes[:EVENTS_SHOWN]
         described["may"] = {"run": False, "backfill": False, **dict((allowed or {}).get(namespace) or {})}
@@ -535,6 +576,7 @@ def page(
             "status": "the AppSchedule's status: the last 10 runs and misses of each task",
             "jobs": "the task's Jobs still in the cluster (its CronJob's history limits keep them)",
             "events": "the AppSchedule's Events (the API server keeps them about an hour)",
+            "metrics": metrics_said or "Prometheus not asked (kubectl appschedule ui --prometheus URL)",
         },
     }
 
@@ -664,6 +706,10 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("-A", "--all-namespaces", action="store_true", help="AppSchedules of every namespace")
     show.add_argument("--port", type=int, default=8384, help="port on 127.0.0.1 (default 8384; 0: any free one)")
     show.add_argument("--no-browser", action="store_true", help="print the address, open no browser")
+    show.add_argument(
+        "--prometheus", metavar="URL", help="a Prometheus that scrapes the operator (e.g. a port-forward): 24 hours "
+        "of run counts, hour by hour, beside the timeline",
+    )  # fmt: skip
     show.set_defaults(name=None, output="json")
     resume = commands.add_parser(
         "resume", parents=[common], help="run a task paused after repeated failures (suspendAfterFailures) again"
@@ -1144,7 +1190,32 @@ class _Cluster:
         calendars = _read_calendars(self.args, items)
         namespaces = {str(_dict(i.get("metadata")).get("namespace")) for i in items}
         allowed = {n: self.allowed(n) for n in namespaces}
-        return page(items, jobs, events, datetime.now(UTC).replace(microsecond=0), calendars, allowed)
+        now = datetime.now(UTC).replace(microsecond=0)
+        stretches, said = self.metrics(now)
+        return page(items, jobs, events, now, calendars, allowed, stretches, said)
+
+    def metrics(self, now: datetime) -> tuple[dict[tuple[str, str, str], list[dict[str, Any]]], str | None]:
+        """The last ``METRIC_HOURS`` hours of run counts from Prometheus (``--prometheus``), or why not."""
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        url = getattr(self.args, "prometheus", None)
+        if not url:
+            return {}, None
+        sel = f'namespace="{self.namespace}"' if self.namespace else ""
+        end = now.timestamp() // 3600 * 3600 + 3600
+        answers = {}
+        try:
+            for name, expr in METRIC_QUERIES.items():
+                query = urllib.parse.urlencode(
+                    {"query": expr.format(sel=sel), "start": end - METRIC_HOURS * 3600, "end": end, "step": 3600}
+                )
+                with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/query_range?{query}", timeout=10) as answer:
+                    answers[name] = json.loads(answer.read())
+        except (OSError, ValueError, urllib.error.URLError) as error:
+            return {}, f"Prometheus at {url} could not be read: {error}"
+        return metric_stretches(answers), f"Prometheus at {url}: what the ledger counted, hour by hour"
 
     def act(self, asked: dict[str, Any]) -> dict[str, Any]:
         """A run or a rerun the page asked for: the plugin's own code (``start_run``); ValueError says why not."""

@@ -1,8 +1,9 @@
 """`kubectl appschedule ui` in a real browser (Debian's headless Chromium, driven by Selenium through Debian's
 chromium-driver) against the real API server with the operator running: the page loads, shows a real fire
 within seconds of its Job, starts a run, a rerun of that fire (with the fire's key) and a backfill from its
-buttons (and removes the backfill), marks a fire missed while kube-controller-manager was down, and hides the
-buttons from a user who may not create Jobs.
+buttons (and removes the backfill), marks a fire missed while kube-controller-manager was down, shows the run
+counts a real Prometheus scraped from the operator hour by hour, and hides the buttons from a user who may not
+create Jobs.
 The screenshots it takes (light and dark, 1280 and 390 pixels wide) are the README's:
 ``APPSCHEDULE_SCREENSHOTS=docs/ui make integration`` writes them there."""
 
@@ -24,6 +25,7 @@ from appschedule.core import naming
 from appschedule.plugin import _Cluster
 from appschedule.shell.pageserver import PageServer
 from tests.kit.chart import service_account_kubeconfig, user_role
+from tests.kit.prometheus import Prometheus
 from tests.kit.wait import wait_for
 
 from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
@@ -56,8 +58,10 @@ def browser() -> Iterator[Any]:
     driver.quit()
 
 
-def serve(kubeconfig: Path, namespace: str) -> PageServer:
-    args = argparse.Namespace(kubeconfig=str(kubeconfig), context=None, namespace=namespace, all_namespaces=False)
+def serve(kubeconfig: Path, namespace: str, prometheus: str | None = None) -> PageServer:
+    args = argparse.Namespace(
+        kubeconfig=str(kubeconfig), context=None, namespace=namespace, all_namespaces=False, prometheus=prometheus
+    )
     cluster = _Cluster(args)
     server = PageServer(cluster.snapshot, cluster.act, cluster.follow, port=0)
     server.start()
@@ -125,7 +129,7 @@ def shoot(driver: Any, out: Path, name: str, width: int, dark: bool) -> None:
 
 def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without_job_rights(
     api: client.ApiClient, namespace: str, operator: OperatorProcess, kubectl: Kubectl, cluster: ClusterUnderTest,
-    browser: Any, tmp_path: Path,
+    browser: Any, tmp_path: Path, prometheus_server: Prometheus,
 ) -> None:  # fmt: skip
     ns, world = namespace, Namespaced(api, namespace)
     world.deployment()
@@ -137,7 +141,7 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
         ],
     )
     wait_for(lambda: world.condition("shop").get("status") == "True", timeout=60, what="shop Ready")
-    server = serve(cluster.kubeconfig, ns)
+    server = serve(cluster.kubeconfig, ns, prometheus_server.url)
     try:
         browser.set_window_size(1280, 900)
         browser.get(server.url)
@@ -226,6 +230,13 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
         missed = f"{datetime.fromtimestamp(round(boundary), UTC):%Y-%m-%dT%H:%M:%SZ}"
         wait_for(lambda: any(f["time"] == missed and f["mark"] == "M" for f in fires(browser, shop, "heartbeat")),
                  timeout=90, what=f"the fire of {missed} marked missed on the page")  # fmt: skip
+
+        # the run counts Prometheus scraped from the operator, hour by hour, said as such
+        hourly = f'{section} .hourly .fire[data-source="metrics"]'
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, hourly), timeout=60, what="the hourly counts")
+        title = browser.find_element(By.CSS_SELECTOR, hourly).get_attribute("title")
+        assert "started" in title and "(from Prometheus)" in title, title
+        assert f"Prometheus at {prometheus_server.url}" in browser.find_element(By.ID, "sources").text
 
         out = Path(os.environ.get("APPSCHEDULE_SCREENSHOTS") or tmp_path)
         out.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from appschedule.core import naming
-from appschedule.plugin import MARKS, page
+from appschedule.plugin import MARKS, metric_stretches, page
 from appschedule.shell.pageserver import TOKEN_HEADER, PageServer, page_html
 
 NOW = datetime(2026, 10, 25, 3, 0, tzinfo=UTC)  # Berlin fell back at 01:00Z: 02:00-03:00 local ran twice
@@ -213,3 +213,31 @@ def test_the_state_is_read_again_only_after_a_change_and_the_stream_says_so(serv
 def test_page_html_fills_token_and_nonce() -> None:
     text = page_html("tok", "non").decode()
     assert 'const TOKEN = "tok"' in text and 'nonce="non"' in text
+
+
+def test_prometheus_answers_become_hourly_stretches_each_said_as_such() -> None:
+    def series(task: str, values: list[Any], **labels: str) -> dict[str, Any]:
+        return {"metric": {"namespace": "shop", "appschedule": "shop", "task": task, **labels}, "values": values}
+
+    fall_back = datetime(2026, 10, 25, 1, 0, tzinfo=UTC).timestamp()  # Berlin's repeated hour ends here, in UTC
+    answers = {
+        "runs": {"status": "success", "data": {"resultType": "matrix", "result": [
+            series("nightly", [(fall_back, "2.0000001"), (fall_back + 3600, "0")], result="started"),
+            series("nightly", [(fall_back, "1.9"), (fall_back + 3600, "NaN")], result="succeeded"),
+            series("nightly", [("garbage", "1"), [fall_back]], result="failed"),
+        ]}},
+        "missed": {"data": {"result": [series("nightly", [(fall_back + 3600, "1")])]}},
+        "duplicates": {"data": {"result": "odd"}},
+    }  # fmt: skip
+    stretches = metric_stretches(answers)
+    assert stretches == {
+        ("shop", "shop", "nightly"): [
+            {"end": "2026-10-25T01:00:00Z", "counts": {"started": 2, "succeeded": 2}, "source": "metrics"},
+            {"end": "2026-10-25T02:00:00Z", "counts": {"missed": 1}, "source": "metrics"},
+        ]
+    }
+    found = page([appschedule(RECENT)], [], [], NOW, metrics=stretches, metrics_said="Prometheus at http://p")
+    (nightly,) = found["appschedules"][0]["tasks"]
+    assert [h["end"] for h in nightly["hourly"]] == ["2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"]
+    assert found["sources"]["metrics"] == "Prometheus at http://p"
+    assert "not asked" in page([], [], [], NOW)["sources"]["metrics"]
