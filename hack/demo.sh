@@ -39,7 +39,7 @@ cat <<MSG
 The operator runs below (Ctrl-C stops it). In another terminal:
   export KUBECONFIG=${KUBECONFIG:-$HOME/.kube/config} PATH=$PWD/.tools/bin:$PWD/.venv/bin:\$PATH
   kubectl get appschedules -A           # -o wide for image and reason
-  kubectl appschedule ui -n shop        # the page of runs, live, on http://127.0.0.1:8384/
+  kubectl appschedule ui -n shop        # the page of runs, live, on 127.0.0.1:8384 (it prints the address)
   kubectl get cronjobs -n shop
   kubectl describe appschedule -n shop shop   # the run ledger: counts, recent runs, Events
   curl -s localhost:${METRICS_PORT:-8000}/metrics | grep ^appschedule_

@@ -175,7 +175,7 @@ def describe(
                     k: last[k] for k in ("scheduledTime", "state", "job", "key", "claim", "failure") if k in last
                 }
                 or None,
-                "counts": {k: int(counts.get(k) or 0) for k in COUNTS} if counts else None,
+                "counts": {k: _count(counts.get(k)) for k in COUNTS} if counts else None,
                 "health": _health(task) if task else "not tracked yet",
                 "declared": name in declared,
                 "paused": {"failures": paused.failures, "last": paused.last, "why": paused.why} if paused else None,
@@ -481,8 +481,9 @@ def metric_stretches(answers: Mapping[str, Any]) -> dict[tuple[str, str, str], l
             for point in _list(_dict(series).get("values")):
                 try:
                     at, value = float(point[0]), round(float(point[1]))
-                except (TypeError, ValueError, IndexError):
-                    continue
+                    datetime.fromtimestamp(at, UTC)
+                except (TypeError, ValueError, LookupError, OverflowError, OSError):
+                    continue  # a point that is not [time, number], a time out of range, NaN, +Inf
                 if value > 0:
                     counts = hours.setdefault(where, {}).setdefault(at, {})
                     counts[field] = counts.get(field, 0) + value
@@ -552,12 +553,13 @@ def page(
         for task in described["tasks"]:
             past = fires.get(task["name"], {})
             timeline = [dict(f, source="status") for f in past.get("fires") or []]
-            held = {(f["scheduledTime"], f.get("job")) for f in timeline}
+            held = {(f["scheduledTime"], str(f.get("job"))) for f in timeline}
             times = {f["scheduledTime"] for f in timeline if f.get("mark") not in ("R", "C")}
             extra = [
                 r
                 for r in by_task.get((namespace, name, task["name"]), [])
-                if (r["scheduledTime"], r["job"]) not in held and not (r["scheduledTime"] in times and "kind" not in r)
+                if (r["scheduledTime"], str(r["job"])) not in held
+                and not (r["scheduledTime"] in times and "kind" not in r)
             ]
             extra.sort(key=lambda r: (r["scheduledTime"], str(r["job"])))
             timeline = sorted(timeline + extra[-PAGE_JOBS:], key=lambda r: (r["scheduledTime"], str(r.get("job"))))
@@ -1082,7 +1084,9 @@ def _read(args: argparse.Namespace) -> list[dict[str, Any]]:
     return items
 
 
-def _read_calendars(args: argparse.Namespace, items: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Any]]:
+def _read_calendars(
+    args: argparse.Namespace, items: Sequence[Mapping[str, Any]], custom: Any = None
+) -> dict[tuple[str, str], list[Any]]:
     """The blackouts of the AppScheduleCalendars the AppSchedules name; one that cannot be read is left out (the
     AppSchedule's Ready condition says why)."""
     from kubernetes.client.exceptions import ApiException
@@ -1095,7 +1099,8 @@ def _read_calendars(args: argparse.Namespace, items: Sequence[Mapping[str, Any]]
     }
     if not wanted:
         return {}
-    custom, _ = _api(args)
+    if custom is None:
+        custom, _ = _api(args)
     found: dict[tuple[str, str], list[Any]] = {}
     for namespace, name in sorted(wanted):
         try:
@@ -1109,6 +1114,9 @@ def _read_calendars(args: argparse.Namespace, items: Sequence[Mapping[str, Any]]
 
 
 ALLOWED_FOR = 30.0  # seconds a SelfSubjectAccessReview's answer is kept by the page
+REFRESH = 30.0  # seconds between two reads of the page's state when no watch event came
+REQUEST_TIMEOUT = 15.0  # seconds the page waits for one answer of the API server (the state waits on it)
+METRICS_FOR = 60.0  # seconds the hourly counts read from Prometheus are kept
 
 
 class _Cluster:
@@ -1120,6 +1128,7 @@ class _Cluster:
         self.namespace = None if args.all_namespaces else (args.namespace or default_namespace)
         self.args = args
         self._allowed: dict[str, tuple[float, dict[str, bool]]] = {}
+        self._metrics: tuple[float, dict[tuple[str, str, str], list[dict[str, Any]]], str] | None = None
 
     def _list(self, kind: str, **query: str) -> list[dict[str, Any]]:
         """AppSchedules, Jobs or Events in scope as plain JSON (no model objects); a kind the user may not list is
@@ -1128,7 +1137,7 @@ class _Cluster:
 
         call = self._call(kind)
         try:
-            answer = call(_preload_content=False, **query)
+            answer = call(_preload_content=False, _request_timeout=REQUEST_TIMEOUT, **query)
         except ApiException as error:
             if error.status in (401, 403):
                 return []
@@ -1174,7 +1183,9 @@ class _Cluster:
                 )
             )
             try:
-                answer = client.AuthorizationV1Api(self.api).create_self_subject_access_review(review)
+                answer = client.AuthorizationV1Api(self.api).create_self_subject_access_review(
+                    review, _request_timeout=REQUEST_TIMEOUT
+                )
             except Exception:  # a review that cannot be asked shows no action
                 return False
             return bool(answer.status and answer.status.allowed)
@@ -1187,7 +1198,7 @@ class _Cluster:
         items = self._list("appschedules")
         jobs = self._list("jobs", label_selector=f"{naming.MANAGED_BY}={naming.MANAGER}")
         events = self._list("events", field_selector=f"involvedObject.kind={naming.KIND}")
-        calendars = _read_calendars(self.args, items)
+        calendars = _read_calendars(self.args, items, self.custom)
         namespaces = {str(_dict(i.get("metadata")).get("namespace")) for i in items}
         allowed = {n: self.allowed(n) for n in namespaces}
         now = datetime.now(UTC).replace(microsecond=0)
@@ -1196,13 +1207,16 @@ class _Cluster:
 
     def metrics(self, now: datetime) -> tuple[dict[tuple[str, str, str], list[dict[str, Any]]], str | None]:
         """The last ``METRIC_HOURS`` hours of run counts from Prometheus (``--prometheus``), or why not."""
-        import urllib.error
+        import time
         import urllib.parse
         import urllib.request
 
         url = getattr(self.args, "prometheus", None)
         if not url:
             return {}, None
+        kept = self._metrics
+        if kept is not None and time.monotonic() - kept[0] < METRICS_FOR:  # hourly counts: read once a minute
+            return kept[1], kept[2]
         sel = f'namespace="{self.namespace}"' if self.namespace else ""
         end = now.timestamp() // 3600 * 3600 + 3600
         answers = {}
@@ -1213,9 +1227,11 @@ class _Cluster:
                 )
                 with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/query_range?{query}", timeout=10) as answer:
                     answers[name] = json.loads(answer.read())
-        except (OSError, ValueError, urllib.error.URLError) as error:
-            return {}, f"Prometheus at {url} could not be read: {error}"
-        return metric_stretches(answers), f"Prometheus at {url}: what the ledger counted, hour by hour"
+        except Exception as error:  # any failure of Prometheus or of its answer: said on the page, never raised
+            return {}, f"Prometheus at {url} could not be read: {type(error).__name__}: {error}"
+        said = f"Prometheus at {url}: what the ledger counted, hour by hour"
+        self._metrics = (time.monotonic(), metric_stretches(answers), said)
+        return self._metrics[1], said
 
     def act(self, asked: dict[str, Any]) -> dict[str, Any]:
         """A run or a rerun the page asked for: the plugin's own code (``start_run``); ValueError says why not."""
@@ -1283,19 +1299,34 @@ class _Cluster:
         import threading
 
         def watch(kind: str, **query: str) -> None:
+            """One kind's watch, resumed from the last resourceVersion it saw (no replay of every object at each
+            reconnect), listed anew only when the API server says that version is gone (410)."""
             from kubernetes import watch as kwatch
+            from kubernetes.client.exceptions import ApiException
 
+            stream = kwatch.Watch()
             pause_s = 1.0
             while not stop.is_set():
+                since = stream.resource_version
                 try:
-                    for _ in kwatch.Watch().stream(self._call(kind), timeout_seconds=50, **query):
+                    resume = {"resource_version": since} if since else {}
+                    for event in stream.stream(
+                        self._call(kind), timeout_seconds=50, _request_timeout=70, **resume, **query
+                    ):
+                        if _dict(event).get("type") == "ERROR":
+                            stream.resource_version = None  # too old: start again from a list
+                            break
                         changed()
                         if stop.is_set():
                             return
                     pause_s = 1.0
-                except Exception:
-                    stop.wait(pause_s)
+                except ApiException as error:
+                    if error.status == 410:
+                        stream.resource_version = None
                     pause_s = min(30.0, pause_s * 2)
+                except Exception:
+                    pause_s = min(30.0, pause_s * 2)
+                stop.wait(pause_s)  # at least a second between two watches of one kind
 
         threads = [
             threading.Thread(target=watch, args=("appschedules",), daemon=True),
@@ -1308,7 +1339,8 @@ class _Cluster:
         ]
         for thread in threads:
             thread.start()
-        stop.wait()
+        while not stop.wait(REFRESH):  # what no watch here says: Events, next fires, the counts Prometheus holds
+            changed()
 
 
 def _ui(args: argparse.Namespace) -> int:
@@ -1316,10 +1348,19 @@ def _ui(args: argparse.Namespace) -> int:
     import threading
     import webbrowser
 
+    from kubernetes.client.exceptions import ApiException
+
     from .shell.pageserver import PageServer
 
     cluster = _Cluster(args)
-    cluster.snapshot()  # say now, not in the browser, when the cluster cannot be read
+    try:
+        cluster.snapshot()  # say now, not in the browser, when the cluster cannot be read
+    except ApiException as error:
+        raise PluginError(f"the API server refused: {error.status} {error.reason}") from None
+    except PluginError:
+        raise
+    except Exception as error:
+        raise PluginError(f"cannot reach the API server: {error}") from None
     try:
         server = PageServer(cluster.snapshot, cluster.act, cluster.follow, port=args.port)
     except OSError as error:

@@ -233,7 +233,7 @@ def test_the_page_shows_a_real_fire_runs_and_reruns_it_and_hides_actions_without
 
         # the run counts Prometheus scraped from the operator, hour by hour, said as such
         hourly = f'{section} .hourly .fire[data-source="metrics"]'
-        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, hourly), timeout=60, what="the hourly counts")
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, hourly), timeout=90, what="the hourly counts")
         title = browser.find_element(By.CSS_SELECTOR, hourly).get_attribute("title")
         assert "started" in title and "(from Prometheus)" in title, title
         assert f"Prometheus at {prometheus_server.url}" in browser.find_element(By.ID, "sources").text

@@ -14,7 +14,7 @@ import pytest
 
 from appschedule.core import naming
 from appschedule.plugin import MARKS, metric_stretches, page
-from appschedule.shell.pageserver import TOKEN_HEADER, PageServer, page_html
+from appschedule.shell.pageserver import COOKIE, TOKEN_HEADER, PageServer, page_html
 
 NOW = datetime(2026, 10, 25, 3, 0, tzinfo=UTC)  # Berlin fell back at 01:00Z: 02:00-03:00 local ran twice
 
@@ -111,10 +111,15 @@ def test_a_namespace_never_reviewed_may_do_nothing_and_events_are_the_appschedul
 
 
 def test_odd_objects_make_a_page_not_an_error() -> None:
-    odd = [{"metadata": "x", "spec": [], "status": {"tasks": [{"name": "t", "recent": "no"}, 7]}}, {}]
+    odd = [
+        {"metadata": "x", "spec": [], "status": {"tasks": [{"name": "t", "recent": "no"}, 7]}},
+        {},
+        appschedule([{"scheduledTime": "2026-10-25T00:00:00Z", "state": "Succeeded", "job": ["a", "list"]}]),
+    ]
+    odd[2]["status"]["tasks"][0]["counts"] = {"runs": "x", "missed": [1]}
     found = page(odd, [{"metadata": None}, {}], [{}], NOW)
     json.dumps(found)  # what the server sends
-    assert len(found["appschedules"]) == 2
+    assert len(found["appschedules"]) == 3
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -128,6 +133,8 @@ def served() -> Any:
     def act(body: dict[str, Any]) -> dict[str, Any]:
         if body.get("task") == "missing":
             raise ValueError('task "missing" has no CronJob')
+        if body.get("task") == "broken":
+            raise RuntimeError("the plugin failed")
         asked.append(body)
         return {"message": "created"}
 
@@ -150,8 +157,10 @@ def served() -> Any:
 
 
 def request(server: PageServer, method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, bytes, Any]:
+    """A request as the page makes it (its cookie, its Host) unless ``headers`` say otherwise."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     headers.setdefault("Host", f"127.0.0.1:{server.port}")
+    headers.setdefault("Cookie", f"{COOKIE}={server.token}")
     connection.request(method, path, body=body or None, headers=headers)
     answer = connection.getresponse()
     return answer.status, answer.read(), answer.headers
@@ -197,7 +206,9 @@ def test_the_state_is_read_again_only_after_a_change_and_the_stream_says_so(serv
     first = json.loads(request(server, "GET", "/api/state")[1])
     assert json.loads(request(server, "GET", "/api/state")[1]) == first  # nothing changed: not read again
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    connection.request("GET", "/api/changes", headers={"Host": f"127.0.0.1:{server.port}"})
+    connection.request(
+        "GET", "/api/changes", headers={"Host": f"127.0.0.1:{server.port}", "Cookie": f"{COOKIE}={server.token}"}
+    )
     stream = connection.getresponse()
     assert stream.headers["Content-Type"] == "text/event-stream"
     assert stream.readline() == b"event: change\n"
@@ -224,7 +235,8 @@ def test_prometheus_answers_become_hourly_stretches_each_said_as_such() -> None:
         "runs": {"status": "success", "data": {"resultType": "matrix", "result": [
             series("nightly", [(fall_back, "2.0000001"), (fall_back + 3600, "0")], result="started"),
             series("nightly", [(fall_back, "1.9"), (fall_back + 3600, "NaN")], result="succeeded"),
-            series("nightly", [("garbage", "1"), [fall_back]], result="failed"),
+            series("nightly", [("garbage", "1"), [fall_back], {"t": 1}, (fall_back, "+Inf"), (1e300, "1")],
+                   result="failed"),
         ]}},
         "missed": {"data": {"result": [series("nightly", [(fall_back + 3600, "1")])]}},
         "duplicates": {"data": {"result": "odd"}},
@@ -241,3 +253,38 @@ def test_prometheus_answers_become_hourly_stretches_each_said_as_such() -> None:
     assert [h["end"] for h in nightly["hourly"]] == ["2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"]
     assert found["sources"]["metrics"] == "Prometheus at http://p"
     assert "not asked" in page([], [], [], NOW)["sources"]["metrics"]
+
+
+def test_only_the_address_printed_opens_the_page_and_every_read_needs_its_cookie(served: Any) -> None:
+    """Another user of the machine can reach 127.0.0.1 but has not the token: they read nothing, do nothing."""
+    server, _ = served
+    assert request(server, "GET", "/", Cookie="")[0] == 403
+    assert request(server, "GET", "/?token=guess", Cookie="")[0] == 403
+    assert request(server, "GET", "/api/state", Cookie="")[0] == 403
+    assert request(server, "GET", "/api/changes", Cookie=f"{COOKIE}=guess")[0] == 403
+    status, _, headers = request(server, "GET", server.url.removeprefix(server.base[:-1]), Cookie="")
+    assert status == 200
+    cookie = headers["Set-Cookie"]
+    assert cookie.startswith(f"{COOKIE}={server.token};") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    body = json.dumps({"action": "run", "namespace": "shop", "name": "shop", "task": "nightly"}).encode()
+    headers_only = {"Content-Type": "application/json", TOKEN_HEADER: server.token, "Cookie": ""}
+    assert request(server, "POST", "/api/act", body, **headers_only)[0] == 403  # the header alone is not enough
+
+
+def test_bad_requests_get_an_answer_and_a_closed_connection(served: Any) -> None:
+    server, asked = served
+    json_type = {"Content-Type": "application/json", TOKEN_HEADER: server.token}
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.putrequest("POST", "/api/act", skip_host=True)
+    for name, value in {"Host": f"127.0.0.1:{server.port}", "Cookie": f"{COOKIE}={server.token}",
+                        "Content-Length": "twelve", **json_type}.items():  # fmt: skip
+        connection.putheader(name, value)
+    connection.endheaders()
+    answer = connection.getresponse()
+    assert answer.status == 400 and answer.getheader("Connection") == "close"
+    deep = b"[" * 4000
+    assert request(server, "POST", "/api/act", deep, **json_type)[0] == 400
+    broken = json.dumps({"action": "run", "task": "broken"}).encode()
+    status, said, _ = request(server, "POST", "/api/act", broken, **json_type)
+    assert status == 500 and "the plugin failed" in json.loads(said)["error"]
+    assert asked == []

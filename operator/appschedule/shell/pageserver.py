@@ -10,18 +10,24 @@ What a local server owes the machine it runs on:
 * it listens on the loopback address only;
 * it answers only requests whose ``Host`` is that address and port (a page of another site cannot reach it
   through a name it points at 127.0.0.1: DNS rebinding);
-* an action needs the token written into the page it served (a page of another site can send a form to
-  127.0.0.1 but cannot read the token), sent in a header no form can set, with a JSON body;
+* every request needs the token, which only the user who started it has: the address it printed carries it
+  (``?token=``), and the page keeps it in an HttpOnly, SameSite=Strict cookie (another user of the machine, or
+  a process that can reach 127.0.0.1, reads nothing and does nothing);
+* an action also needs the token in a header no form can set, with a JSON body (a page of another site can
+  send a form to 127.0.0.1 but cannot set the header or read the token);
+* an error answer closes the connection, so a body it did not read is never taken for the next request;
 * the page has no asset from elsewhere and a Content-Security-Policy that allows none.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.cookies
 import json
 import secrets
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +35,7 @@ from importlib import resources
 from typing import Any
 
 TOKEN_HEADER = "X-AppSchedule-Token"
+COOKIE = "appschedule_ui"  # the token, set by the page's address (?token=...): every request needs it
 HEARTBEAT = 15.0  # seconds between the stream's comments, so a proxy or the browser keeps it open
 ACTION_BODY_MAX = 4096
 COALESCE = 0.5  # seconds the stream gathers changes before it says so
@@ -94,8 +101,13 @@ class PageServer:
         self._threads: list[threading.Thread] = []
 
     @property
-    def url(self) -> str:
+    def base(self) -> str:
         return f"http://{self.host}:{self.port}/"
+
+    @property
+    def url(self) -> str:
+        """The address to open: it carries the token, which the page then keeps in a cookie."""
+        return f"{self.base}?token={self.token}"
 
     def state(self) -> bytes:
         """The page's state as JSON, read again only after a change (or when it was never read)."""
@@ -151,29 +163,49 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _token_ok(self, given: str | None) -> bool:
+        return given is not None and secrets.compare_digest(given.encode(), self.server_of.token.encode())
+
+    def _cookie_ok(self) -> bool:
+        jar = http.cookies.SimpleCookie()
+        with contextlib.suppress(http.cookies.CookieError):
+            jar.load(self.headers.get("Cookie") or "")
+        return COOKIE in jar and self._token_ok(jar[COOKIE].value)
+
+    def _refuse(self, status: HTTPStatus, message: str) -> None:
+        """An error answer, and the connection closed: a body left unread must not be read as the next request."""
+        self.close_connection = True
+        self._send(status, json.dumps({"error": message}).encode(), "application/json", {"Connection": "close"})
+
     def do_GET(self) -> None:
         if not self._host_ok():
             return
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         server = self.server_of
         if path == "/":
+            given = urllib.parse.parse_qs(query).get("token", [None])[0]
+            if not (self._token_ok(given) or self._cookie_ok()):
+                self._refuse(HTTPStatus.FORBIDDEN, "open the address kubectl appschedule ui printed (it has the token)")
+                return
             nonce = secrets.token_urlsafe(16)
+            cookie = f"{COOKIE}={server.token}; HttpOnly; SameSite=Strict; Path=/"
             self._send(
                 HTTPStatus.OK, page_html(server.token, nonce), "text/html",
-                {"Content-Security-Policy": csp(nonce), "X-Frame-Options": "DENY"},
+                {"Content-Security-Policy": csp(nonce), "X-Frame-Options": "DENY", "Set-Cookie": cookie},
             )  # fmt: skip
+        elif not self._cookie_ok():
+            self._refuse(HTTPStatus.FORBIDDEN, "no token: open the address kubectl appschedule ui printed")
         elif path == "/api/state":
             try:
                 body = server.state()
             except Exception as error:  # the page says what went wrong and keeps its last state
-                message = json.dumps({"error": f"{type(error).__name__}: {error}"}).encode()
-                self._send(HTTPStatus.BAD_GATEWAY, message, "application/json")
+                self._refuse(HTTPStatus.BAD_GATEWAY, f"{type(error).__name__}: {error}")
                 return
             self._send(HTTPStatus.OK, body, "application/json")
         elif path == "/api/changes":
             self._stream()
         else:
-            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+            self._refuse(HTTPStatus.NOT_FOUND, "not found")
 
     def _stream(self) -> None:
         """Server-sent events: ``change`` with the new version whenever the watch saw something."""
@@ -206,26 +238,29 @@ class _Handler(BaseHTTPRequestHandler):
             return
         server = self.server_of
         if self.path != "/api/act":
-            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+            self._refuse(HTTPStatus.NOT_FOUND, "not found")
             return
-        token = self.headers.get(TOKEN_HEADER) or ""
-        if not secrets.compare_digest(token, server.token):
-            self._send(HTTPStatus.FORBIDDEN, b'{"error": "no token, or not this page\'s"}', "application/json")
+        if not (self._token_ok(self.headers.get(TOKEN_HEADER)) and self._cookie_ok()):
+            self._refuse(HTTPStatus.FORBIDDEN, "no token, or not this page's")
             return
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
-            self._send(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, b'{"error": "JSON only"}', "application/json")
+            self._refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "JSON only")
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        length_text = self.headers.get("Content-Length") or ""
+        length = int(length_text) if length_text.isascii() and length_text.isdigit() else 0
         if not 0 < length <= ACTION_BODY_MAX:
-            self._send(HTTPStatus.BAD_REQUEST, b'{"error": "a body of 1 to 4096 bytes"}', "application/json")
+            self._refuse(HTTPStatus.BAD_REQUEST, f"a body of 1 to {ACTION_BODY_MAX} bytes")
             return
         try:
             asked = json.loads(self.rfile.read(length))
             if not isinstance(asked, dict):
                 raise ValueError("an object is expected")
             done = server.act(asked)
-        except (ValueError, LookupError, TypeError) as error:
-            self._send(HTTPStatus.BAD_REQUEST, json.dumps({"error": str(error)}).encode(), "application/json")
+        except (ValueError, LookupError, TypeError, RecursionError) as error:
+            self._refuse(HTTPStatus.BAD_REQUEST, str(error))
+            return
+        except Exception as error:  # the plugin's own failure: said, never a dropped connection
+            self._refuse(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(error).__name__}: {error}")
             return
         server.changes.bump()
         self._send(HTTPStatus.OK, json.dumps(done).encode(), "application/json")
