@@ -42,13 +42,15 @@ class Replicas:
         self.started[name] = replica
         return replica
 
-    def identity(self, name: str) -> str:
-        line = next(line for line in self.started[name].lines() if "waiting for shards" in line)
-        return line.split(" as ")[-1].split('"')[0]
+    def identity(self, name: str) -> str | None:
+        """The identity a replica said it campaigns as; None until its log says it (a replica just started, on a
+        busy machine, may not have come to it yet)."""
+        line = next((line for line in self.started[name].lines() if "waiting for shards" in line), None)
+        return None if line is None else line.split(" as ")[-1].split('"')[0]
 
     def holders(self) -> dict[int, str]:
         """Each shard's holder, by replica name ("" when free or held by none of them)."""
-        names = {self.identity(n): n for n in self.started}
+        names = {i: n for n in self.started if (i := self.identity(n)) is not None}
         found = {}
         for shard in range(SHARDS):
             try:
