@@ -16,7 +16,12 @@ import json
 import statistics
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the test kit is tests.kit
+
+from tests.kit import browser
 
 from appschedule.core import naming
 from appschedule.plugin import page
@@ -116,14 +121,10 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=5)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    from selenium import webdriver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    options.add_argument("--window-size=1280,900")
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))
+    why = browser.missing()
+    if why:
+        raise SystemExit(why)
+    driver = browser.chromium()
     try:
         base = measure(driver, 0, args.tasks, args.runs)
         full = measure(driver, args.appschedules, args.tasks, args.runs)

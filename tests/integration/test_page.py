@@ -21,10 +21,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.webdriver.common.by import By
 
 from appschedule.core import naming
 from appschedule.plugin import _Cluster
 from appschedule.shell.pageserver import PageServer
+from tests.kit import browser as browser_kit
 from tests.kit.chart import service_account_kubeconfig, user_role
 from tests.kit.prometheus import Prometheus
 from tests.kit.wait import wait_for
@@ -33,28 +36,13 @@ from .conftest import ClusterUnderTest, Kubectl, OperatorProcess
 from .test_ledger import wait_for_boundary
 from .test_operator import Namespaced, task
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.fail(f"{CHROMIUM} and {DRIVER} are missing: `make browser-tools` installs them")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+    why = browser_kit.missing()
+    if why:
+        pytest.fail(why)
+    driver = browser_kit.chromium()
     yield driver
     driver.quit()
 
