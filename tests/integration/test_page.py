@@ -21,8 +21,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    ElementNotInteractableException,
+    NoAlertPresentException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from appschedule.core import naming
 from appschedule.plugin import _Cluster
@@ -68,6 +73,10 @@ def fires(driver: Any, appschedule: str, task_name: str) -> list[dict[str, str]]
     return found
 
 
+# what WebDriver says of an element the live page drew anew between finding it and acting on it
+REDRAWN = (StaleElementReferenceException, ElementNotInteractableException)
+
+
 def click(driver: Any, css: str) -> None:
     """Click what ``css`` finds, as a user would; the live page may draw it anew between finding and clicking."""
 
@@ -75,19 +84,21 @@ def click(driver: Any, css: str) -> None:
         driver.find_element(By.CSS_SELECTOR, css).click()
         return True
 
-    wait_for(clicked, timeout=10, what=f"a click on {css}", ignore=(StaleElementReferenceException,))
+    wait_for(clicked, timeout=10, what=f"a click on {css}", ignore=REDRAWN)
 
 
 def type_into(driver: Any, css: str, text: str) -> None:
-    """Replace what a field holds; once it has the focus the page does not draw it anew (page.html)."""
+    """Replace what a field holds as a user does, select all and type, with the focus kept in it: the page does
+    not draw a field anew while it has the focus, but WebDriver's clear() blurs it, and the redraw that the blur
+    lets through can take the field from under the next keystroke (page.html)."""
 
     def typed() -> bool:
         box = driver.find_element(By.CSS_SELECTOR, css)
-        box.clear()
+        box.send_keys(Keys.CONTROL, "a")
         box.send_keys(text)
         return bool(box.get_attribute("value") == text)
 
-    wait_for(typed, timeout=10, what=f"{text} typed into {css}", ignore=(StaleElementReferenceException,))
+    wait_for(typed, timeout=10, what=f"{text} typed into {css}", ignore=REDRAWN)
 
 
 def accept_confirm(driver: Any) -> None:
