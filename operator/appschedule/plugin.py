@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from .core import blackout, keys, naming, pause, runs
+from .core import blackout, keys, naming, pause, render, runs
 from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire, repeat_of
 from .core.schedule import check_time_zone as schedule_zone
 
@@ -421,9 +421,12 @@ PAGE_JOBS = 50  # a task's Jobs still in the cluster shown beyond the status' la
 
 def _job_run(job: Mapping[str, Any]) -> dict[str, Any] | None:
     """One Job still in the cluster as a fire on the page: its time, kind, key and how it ended; None when the Job
-    states no time that can be read (the page shows runs, not every Job)."""
+    states no time that can be read, or runs nothing (a later schedule's Job for a minute an earlier one runs): the
+    page shows runs, not every Job."""
     meta, status = _dict(job.get("metadata")), _dict(job.get("status"))
     annotations = _dict(meta.get("annotations"))
+    if annotations.get(naming.ANNOTATION_RUN_BY) and _dict(job.get("spec")).get("completions") == 0:
+        return None
     stated = next(
         (
             str(annotations[k])
@@ -594,7 +597,7 @@ def asked_time(kind: str, now: datetime, cronjob: Mapping[str, Any], wanted: dat
     spec = _dict(cronjob.get("spec"))
     zone = str(spec.get("timeZone") or "UTC")
     try:
-        schedule = parse(str(spec.get("schedule")), zone)
+        schedule = parse(render.schedule_text(spec), zone)
     except ScheduleError as error:
         raise PluginError(f"the CronJob's schedule cannot be read: {error}") from None
     moment = wanted.astimezone(UTC)
@@ -603,7 +606,7 @@ def asked_time(kind: str, now: datetime, cronjob: Mapping[str, Any], wanted: dat
         before, after = previous_fire(schedule, moment), next_fire(schedule, moment)
         nearest = " and ".join(keys.rfc3339(t) for t in (before, after) if t is not None)
         raise PluginError(
-            f"{keys.rfc3339(moment)} is not a fire of {spec.get('schedule')!r} ({zone}); the nearest: {nearest}"
+            f"{keys.rfc3339(moment)} is not a fire of {schedule.expression!r} ({zone}); the nearest: {nearest}"
         )
     if moment > now:
         raise PluginError(f"{keys.rfc3339(moment)} has not fired yet (now {keys.rfc3339(now)})")
@@ -625,7 +628,7 @@ def backfill_entry(
     spec = _dict(cronjob.get("spec"))
     zone = str(spec.get("timeZone") or "UTC")
     try:
-        schedule = parse(str(spec.get("schedule")), zone)
+        schedule = parse(render.schedule_text(spec), zone)
     except ScheduleError as error:
         raise PluginError(f"the CronJob's schedule cannot be read: {error}") from None
     if end < start:

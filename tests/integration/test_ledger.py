@@ -113,9 +113,16 @@ def test_runs_carry_their_key_and_outcomes_are_counted(
         task("flaky", "* * * * *", suspendAfterFailures=1, podAnnotations={OUTCOME: "fail"}),
         # a blackout, every day, from two minutes ago to a minute past the boundary, of Berlin's wall clock
         task("dark", "* * * * *", timeZone="Europe/Berlin", blackouts=[blackout_around(boundary)]),
+        # several schedules, differing in two fields (two CronJobs): even minutes, and every minute of every day
+        {
+            "name": "alt",
+            "schedules": ["*/2 * * * *", "* * * * 0-6"],
+            "command": ["alt"],
+            "podAnnotations": {CLAIM: "won"},
+        },
     ]
     world.appschedule("shop", tasks)
-    wait_for(lambda: len(world.cronjobs()) == 7, timeout=30, what="7 CronJobs")
+    wait_for(lambda: len(world.cronjobs()) == 9, timeout=30, what="9 CronJobs (alt's two)")
     # blacked out from the start: its CronJob suspended, said; a Job for the boundary's fire is refused
     wait_for(lambda: world.cronjobs()["shop-dark"]["spec"].get("suspend") is True, timeout=30, what="dark suspended")
     has_events(world, "BlackoutStarted")
@@ -196,6 +203,34 @@ def test_runs_carry_their_key_and_outcomes_are_counted(
     assert "missed" not in counts(world, "shop", "dark")
     assert not [j for j in jobs(world) if j["metadata"]["labels"]["appschedule.dev/task"] == "dark"
                 and j["metadata"]["annotations"].get(naming.ANNOTATION_SCHEDULED_TIME) == fire]  # fmt: skip
+
+    # alt's fires at the boundary and the minute after: one run each, with the fire's key. An even minute is the
+    # first schedule's (shop-alt); the second CronJob's Job for it does no work (completions 0, run by shop-alt)
+    fires = [time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(boundary + 60 * i)) for i in (0, 1)]
+
+    def alt_jobs(fire: str) -> list[dict[str, Any]]:
+        return [j for j in jobs(world) if j["metadata"]["annotations"].get(naming.ANNOTATION_IDEMPOTENCY_KEY)
+                == f"alt@{fire}"]  # fmt: skip
+
+    def run_of_each() -> bool:
+        return all([j for j in alt_jobs(f) if j["spec"].get("completions") != 0] for f in fires)
+
+    wait_for(run_of_each, timeout=boundary + 60 + 40 - time.time(), what="a run of alt for each of two fires")
+    for fire in fires:
+        found = alt_jobs(fire)
+        ran = [j for j in found if j["spec"].get("completions") != 0]
+        idle = [j for j in found if j["spec"].get("completions") == 0]
+        even = int(fire[14:16]) % 2 == 0
+        assert len(ran) == 1 and ran[0]["metadata"]["ownerReferences"][0]["name"] == (
+            "shop-alt" if even else "shop-alt-s1"
+        ), (fire, [j["metadata"]["name"] for j in found])
+        assert env_of(ran[0])["APPSCHEDULE_IDEMPOTENCY_KEY"] == f"alt@{fire}"
+        assert all(j["metadata"]["annotations"][naming.ANNOTATION_RUN_BY] == "shop-alt" for j in idle), idle
+        assert not idle or even
+    wait_for(lambda: counts(world, "shop", "alt").get("succeeded", 0) >= 2, timeout=30, what="alt's two runs")
+    alt = counts(world, "shop", "alt")
+    assert "duplicates" not in alt and "missed" not in alt, alt
+    assert task_status(world, "shop", "alt")["schedule"] == "*/2 * * * * | * * * * 0-6"
 
     # every recorded Job lets go of the finalizer; the metrics say what the status says
     def released() -> bool:

@@ -37,9 +37,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import blackout, keys, naming
-from .render import render
+from .render import part_of, render
 from .runs import BackfillRequest
-from .schedule import ScheduleError, check_time_zone, parse
+from .schedule import Schedule, ScheduleError, check_time_zone, is_fire, parse
 from .status import summarize
 from .view import project_calendar
 
@@ -93,6 +93,10 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         created=created,
         schedule=schedule,
     )
+    runner = _runner(meta, appschedule, task, schedule, scheduled)
+    if runner is not None:  # an earlier schedule's CronJob runs this minute: this Job does no work, holds nothing
+        annotations = {naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task), naming.ANNOTATION_RUN_BY: runner}
+        return {"metadata": {"annotations": annotations}, "spec": {"completions": 0, "parallelism": 0}}
     added = keys.container_env(scheduled.time, task)
     spec_patch: dict[str, Any] = {"containers": [keys.with_env(c, added) for c in containers]}
     if init:
@@ -114,6 +118,24 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     ):
         metadata["finalizers"] = [*finalizers, naming.LEDGER_FINALIZER]
     return {"metadata": metadata, "spec": {"template": {"spec": spec_patch}}}
+
+
+def _runner(
+    meta: Mapping[str, Any], appschedule: object, task: str, schedule: Schedule | None, scheduled: keys.Scheduled
+) -> str | None:
+    """For the CronJob controller's Job of a task's schedule after the first, when an earlier schedule fires in the
+    same minute (a minute several schedules match is one fire): the CronJob whose Job runs it. None otherwise: a
+    run asked for, a time not the cluster's, a Job of the first schedule."""
+    part = part_of(meta)
+    annotations = _dict(meta.get("annotations"))
+    if not part or schedule is None or not schedule.union or scheduled.problem is not None:
+        return None
+    if annotations.get(naming.ANNOTATION_RUN_KIND) or not isinstance(appschedule, str) or not appschedule:
+        return None
+    earlier = next((i for i, p in enumerate(schedule.parts[:part]) if is_fire(p, scheduled.time)), None)
+    if earlier is None:
+        return None
+    return naming.part_cronjob_name(naming.cronjob_name(appschedule, task), earlier)
 
 
 def blackout_refusal(job: Mapping[str, Any]) -> str | None:

@@ -23,7 +23,8 @@ from typing import Any
 
 from . import naming
 from .models import quantity
-from .render import Manifest
+from .render import Manifest, schedule_text
+from .schedule import UNION_SEPARATOR, ScheduleError, parse
 
 HASH_ANNOTATION = f"{naming.GROUP}/rendered-hash"
 
@@ -96,3 +97,26 @@ def to_apply(desired: Sequence[Manifest], existing: Mapping[str, Mapping[str, An
 def to_delete(ours: Sequence[str], keep: set[str]) -> list[str]:
     """Our CronJobs (controlled by this AppSchedule's uid) that no task needs any more."""
     return sorted(n for n in ours if n not in keep)
+
+
+def parts_of(manifest: Manifest) -> list[Manifest]:
+    """The CronJobs of a task's schedules after the first, made from the first's manifest (rendered, suspended or
+    not, and stamped): each the same but for its name, its ``schedule`` and the part it is, stamped anew."""
+    spec = manifest["spec"]
+    union = schedule_text(spec)
+    if UNION_SEPARATOR.strip() not in union:
+        return []
+    try:
+        expressions = parse(union, str(spec.get("timeZone") or "UTC")).cronjob_expressions
+    except ScheduleError:
+        return []
+    found = []
+    for part, expression in enumerate(expressions[1:], start=1):
+        copy: Manifest = json.loads(json.dumps(manifest))
+        copy["metadata"]["name"] = naming.part_cronjob_name(str(manifest["metadata"]["name"]), part)
+        copy["metadata"].setdefault("annotations", {}).pop(HASH_ANNOTATION, None)
+        copy["metadata"]["annotations"][naming.ANNOTATION_PART] = str(part)
+        copy["spec"]["schedule"] = expression
+        copy["spec"]["jobTemplate"]["metadata"].setdefault("annotations", {})[naming.ANNOTATION_PART] = str(part)
+        found.append(with_hash(copy))
+    return found

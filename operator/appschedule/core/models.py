@@ -16,7 +16,16 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from . import naming
@@ -249,6 +258,10 @@ _CLOCK_END = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
 BLACKOUT_DATES_MAX = 64
 BLACKOUTS_MAX = 32  # spec.blackouts, for every task
 TASK_BLACKOUTS_MAX = 8  # a task's own
+SCHEDULE_MAX = 256  # one expression
+SCHEDULES_MAX = 4  # a task's several schedules (schedule.UNION_MAX)
+SCHEDULES_ITEM_MAX = 100  # each of them: the union said in the status stays within UNION_TEXT_MAX
+UNION_TEXT_MAX = SCHEDULES_MAX * SCHEDULES_ITEM_MAX + 3 * (SCHEDULES_MAX - 1)
 CALENDARS_MAX = 8  # AppScheduleCalendars an AppSchedule names
 CALENDAR_BLACKOUTS_MAX = 64  # blackouts an AppScheduleCalendar holds
 
@@ -515,6 +528,17 @@ Blackouts = Annotated[list[Blackout] | None, AfterValidator(_unique_names)]
 
 
 class Task(TaskSettings):
+    model_config = ConfigDict(
+        **Model.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(has(self.schedule) && self.schedule != '') != has(self.schedules)",
+                    "message": "give schedule, or schedules for several, not both",
+                }
+            ]
+        },
+    )
     name: str = Field(
         min_length=1,
         max_length=naming.TASK_NAME_MAX,
@@ -522,15 +546,26 @@ class Task(TaskSettings):
         description="Name of the task: a DNS label (lower-case letters, digits, '-'), unique within the "
         "namespace across AppSchedules. Part of the CronJob's name and of every run's idempotency key.",
     )
+    schedules: list[Annotated[str, Field(min_length=1, max_length=SCHEDULES_ITEM_MAX)]] | None = Field(
+        None,
+        min_length=2,
+        max_length=SCHEDULES_MAX,
+        description="Several schedules for the task, instead of schedule (2 to 4, each in schedule's syntax): it "
+        "runs at every minute any of them matches, once, with one key, however many match it. The status, the "
+        "ledger, next, catch-up and backfill count the union, said as the schedules joined by ' | '. The operator "
+        "runs it as few CronJobs as are exact (schedules differing in one field are joined into one expression), "
+        "and where two of its CronJobs fire in one minute the later one's Job does no work (completions 0).",
+    )
     schedule: str = Field(
-        min_length=1,
-        max_length=256,
+        "",
+        validate_default=True,
+        max_length=SCHEDULE_MAX,
         description="When to run, in Kubernetes CronJob syntax: five fields (minute hour day-of-month month "
         "day-of-week, Sunday=0) or @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually. Read in "
         "timeZone. No seconds field, no L W #, no TZ= prefix, no @every. H (Jenkins' hashed forms) in any "
         "field: H, H(a-b), H/n, H(a-b)/n pick values from a stable hash of the namespace, AppSchedule and task "
         "names, so tasks spread instead of all firing at :00; the CronJob, the status and the ledger use the "
-        "plain schedule it resolves to, which stays the same while the task exists.",
+        "plain schedule it resolves to, which stays the same while the task exists. Give schedule or schedules.",
     )
     command: list[Arg] = Field(
         min_length=1,
@@ -554,6 +589,22 @@ class Task(TaskSettings):
         max_length=TASK_BLACKOUTS_MAX,
         description="The task's own blackouts (at most 8), added to spec.blackouts: no run of it starts inside one.",
     )
+
+    @field_validator("schedule")
+    @classmethod
+    def _one_schedule(cls, given: str, info: ValidationInfo) -> str:
+        """schedule or schedules, not both; ``schedule`` then holds the union as every reader takes it (``A | B``)."""
+        several = info.data.get("schedules")
+        if several is not None:
+            joined = " | ".join(several)
+            if given and given != joined:  # a Task dumped and read again has both, alike
+                raise ValueError("give schedule or schedules, not both")
+            return joined
+        if not given:
+            raise ValueError("schedule is required (or schedules, for several)")
+        if "|" in given:
+            raise ValueError(f"schedule {given!r}: for several schedules give schedules: [...], one each")
+        return given
 
     def resolved(self, spec: AppScheduleSpec) -> dict[str, Any]:
         """Every setting with the task's value, else spec.defaults', else the built-in default."""
@@ -829,7 +880,10 @@ class TaskStatus(Model):
         None, max_length=RECENT_MAX, description="The last 10 missed scheduled times."
     )
     schedule: str | None = Field(
-        None, max_length=256, pattern=ASCII, description="The schedule runs are counted for (its CronJob's)."
+        None,
+        max_length=UNION_TEXT_MAX,
+        pattern=ASCII,
+        description="The schedule runs are counted for (its CronJob's; several joined by ' | ').",
     )
     time_zone: str | None = Field(
         None, max_length=64, pattern=ASCII, description="The time zone runs are counted in (its CronJob's)."
@@ -954,6 +1008,7 @@ _KEEP = {
     "x-kubernetes-int-or-string",
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
+    "x-kubernetes-validations",
 }
 
 

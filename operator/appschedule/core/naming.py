@@ -42,6 +42,12 @@ ASKED_KINDS = ("manual", "rerun", "backfill")  # never the run of their time
 ANNOTATION_BACKFILL = f"{GROUP}/backfill"  # on a backfill's Job: the backfill's name
 CRONJOB_SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# a task with several schedules: on its CronJobs' job template, the union (``A | B``, what its Jobs are keyed and
+# counted by); on the CronJob of each part after the first and on its job template, which part (1, 2, ...)
+ANNOTATION_SCHEDULES = f"{GROUP}/schedules"
+ANNOTATION_PART = f"{GROUP}/schedule-part"
+# on a Job of a later part whose minute an earlier part also fires: the CronJob whose Job runs it (admission.py)
+ANNOTATION_RUN_BY = f"{GROUP}/run-by"
 # on every task Job from admission until the ledger has counted it (DESIGN "The ledger")
 LEDGER_FINALIZER = f"{GROUP}/ledger"
 
@@ -72,6 +78,18 @@ def cronjob_name(appschedule: str, task: str) -> str:
         return full
     keep = CRONJOB_NAME_MAX - HASH_LENGTH - 1
     return f"{full[:keep].rstrip('-.')}-{short_hash(appschedule, task)}"
+
+
+def part_cronjob_name(cronjob: str, part: int) -> str:
+    """The CronJob of a task's schedule after the first (``part`` 1, 2, ...): ``<its CronJob>-s<part>``, or a cut of
+    it plus a hash when longer than 52 characters."""
+    if part == 0:
+        return cronjob
+    full = f"{cronjob}-s{part}"
+    if len(full) <= CRONJOB_NAME_MAX:
+        return full
+    keep = CRONJOB_NAME_MAX - HASH_LENGTH - len(f"--s{part}")
+    return f"{cronjob[:keep].rstrip('-.')}-{short_hash(cronjob, str(part))}-s{part}"
 
 
 def labels(appschedule: str, task: str) -> dict[str, str]:

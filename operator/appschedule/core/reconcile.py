@@ -26,8 +26,8 @@ from typing import Any
 from . import blackout, cronjobs, cutover, events, keys, ledger, naming, ownership, pause, runs, status
 from .events import Event
 from .models import BACKFILLS_MAX, CATCH_UP_WINDOW_MAX, DEFAULTS, BackfillStatus, Blackout, TaskStatus
-from .render import Manifest, Rendered, SpecError, render
-from .schedule import ScheduleError, parse
+from .render import Manifest, Rendered, SpecError, part_of, render, schedule_text
+from .schedule import Schedule, ScheduleError, is_fire, parse
 from .schedule import earliest as schedule_earliest
 from .status import StatusWait
 from .view import World
@@ -113,11 +113,14 @@ def plan(
     for task, (_, step) in cuts.items():
         if not step.make:
             del desired[task]
+    parts = [p for m in desired.values() for p in cronjobs.parts_of(m)]  # a task's schedules after the first
     existing = {n: c.as_object() for n, c in world.cronjobs.items()}
-    result.apply = cronjobs.to_apply(list(desired.values()), existing)
+    result.apply = cronjobs.to_apply([*desired.values(), *parts], existing)
     if world.deployment is not None and rendered.spec is not None and not any(e.task is None for e in rendered.errors):
-        keep = {str(m["metadata"]["name"]) for m in desired.values()}
-        keep |= {naming.cronjob_name(view.name, t) for t in [*(e.task for e in errors if e.task), *rejected, *failed]}
+        keep = {str(m["metadata"]["name"]) for m in [*desired.values(), *parts]}
+        kept = {t for t in [*(e.task for e in errors if e.task), *rejected, *failed] if t}
+        keep |= {naming.cronjob_name(view.name, t) for t in kept}
+        keep |= {n for n, c in ours.items() if c.task in kept and part_of(c.metadata)}
         keep -= {naming.cronjob_name(view.name, t) for t, e in _conflicting(errors).items()}
         controlled = [n for n, c in ours.items() if c.controller == view.uid]  # never one we only label
         result.delete = cronjobs.to_delete(controlled, keep)
@@ -125,7 +128,7 @@ def plan(
     # -- status: what runs after this reconcile
     running: dict[str, tuple[str, Mapping[str, Any]]] = {}
     for cronjob, cj in ours.items():
-        if cronjob not in result.delete and cj.task:
+        if cronjob not in result.delete and cj.task and not part_of(cj.metadata):
             running[cj.task] = (cronjob, cj.spec)
     for task, manifest in desired.items():
         running[task] = (str(manifest["metadata"]["name"]), manifest["spec"])
@@ -364,7 +367,7 @@ def task_config(
 ) -> ledger.TaskConfig | None:
     """What the ledger counts against: the settings the task's CronJob really runs with."""
     try:
-        schedule = parse(str(spec.get("schedule")), str(spec.get("timeZone") or "UTC"))
+        schedule = parse(schedule_text(spec), str(spec.get("timeZone") or "UTC"))
     except ScheduleError:
         return None
     job = (spec.get("jobTemplate") or {}).get("spec") or {}
@@ -397,36 +400,42 @@ def _ledgers(
             progress = TaskStatus.model_validate(previous[task]) if task in previous else None
         except ValueError:
             progress = None  # an entry written by hand that does not parse: tracking starts again
-        jobs = world.jobs.get(task, ())
+        jobs = tuple(j for j in world.jobs.get(task, ()) if not j.idle)  # an idle Job runs nothing: no run
+        out.release.extend(j.name for j in world.jobs.get(task, ()) if j.idle and j.finalizer)
         step = ledger.advance(
             progress, config, jobs, now, {j.name: world.pods[j.name] for j in jobs if j.name in world.pods}
         )
         advanced[task] = step
         out.release.extend(step.release)
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)
-        held = world.cronjobs.get(cronjob)
-        if (
-            step.starts and held is not None and held.uid and held.ours(world.appschedule)
-        ):  # catch-up: the CronJob's own Job name for the fire
-            manifest = {"metadata": {"name": cronjob, "namespace": held.namespace}, "spec": spec}
-            owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": cronjob, "uid": held.uid,
+        for moment in step.starts:  # catch-up: the Job name the CronJob that runs the fire gives it
+            runner = _runner(cronjob, config.schedule, moment)
+            held = world.cronjobs.get(runner)
+            if held is None or not held.uid or not held.ours(world.appschedule):
+                continue
+            manifest = {"metadata": {"name": runner, "namespace": held.namespace}, "spec": spec}
+            owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": runner, "uid": held.uid,
                      "controller": True, "blockOwnerDeletion": False}  # fmt: skip
-            out.create.extend(
+            out.create.append(
                 runs.job_from(
-                    manifest,
-                    "catch-up",
-                    moment,
-                    name=naming.catch_up_job_name(cronjob, moment.timestamp()),
-                    owner=owner,
+                    manifest, "catch-up", moment, name=naming.catch_up_job_name(runner, moment.timestamp()), owner=owner
                 )
-                for moment in step.starts
             )
         if step.wake_at is not None and (out.wake_at is None or step.wake_at < out.wake_at):
             out.wake_at = step.wake_at
-    for task, jobs in world.jobs.items():
+    for task, kept in world.jobs.items():
         if task not in advanced:
-            out.release.extend(j.name for j in jobs if j.finalizer and (j.outcome or j.deleting))
+            out.release.extend(j.name for j in kept if j.finalizer and (j.outcome or j.deleting))
     return advanced
+
+
+def _runner(cronjob: str, schedule: Schedule, moment: datetime) -> str:
+    """The CronJob whose Job runs a fire: a task's first, or of several schedules the first part firing then (a
+    later part firing too has its Job do no work: admission.py)."""
+    if not schedule.union:
+        return cronjob
+    part = next((i for i, p in enumerate(schedule.parts) if is_fire(p, moment)), 0)
+    return naming.part_cronjob_name(cronjob, part)
 
 
 DELETES_MAX = 50  # Jobs of removed backfills deleted per reconcile; their deletions wake the next one

@@ -20,6 +20,7 @@ render; an error that concerns every task (no such container) yields no CronJob 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,7 @@ from .models import (
     Task,
     fields_bytes,
 )
-from .schedule import ScheduleError, hashed_seed, parse, resolve_hashed
+from .schedule import UNION_SEPARATOR, ScheduleError, hashed_seed, parse, resolve_hashed
 
 Manifest = dict[str, Any]
 RESERVED_ENV_PREFIX = "APPSCHEDULE_"
@@ -240,7 +241,14 @@ def _check_task(task: Task, index: int, spec: AppScheduleSpec, settings: Mapping
         parse(task.schedule, settings["timeZone"])
     except ScheduleError as error:
         text = str(error)
-        field = _zone_field(task, spec, where) if text.startswith("timeZone") else f"{where}.schedule"
+        part = re.match(r"schedules\[(\d+)\]: ", text)
+        if part:
+            text = text[part.end() :]
+        field = (
+            _zone_field(task, spec, where)
+            if text.startswith("timeZone")
+            else _schedule_field(task, index, int(part[1]) if part else None)
+        )
         errors.append(SpecError(field, text, task.name))
     for key in settings["podLabels"]:
         if key.startswith(RESERVED_LABEL_PREFIXES):
@@ -282,11 +290,20 @@ def valid_tasks(raw_spec: Mapping[str, Any]) -> set[str]:
 
 def _hashed(task: Task, index: int, seed: str) -> Task | SpecError:
     """The task with its schedule's H forms resolved (the schedule its CronJob runs), or what is wrong."""
-    try:
-        schedule = resolve_hashed(task.schedule, seed)
-    except ScheduleError as error:
-        return SpecError(f"spec.tasks[{index}].schedule", f"schedule {task.schedule!r}: {error}", task.name)
+    for part, expression in enumerate(task.schedules or [task.schedule]):
+        try:
+            resolve_hashed(expression, seed)
+        except ScheduleError as error:
+            return SpecError(_schedule_field(task, index, part), f"schedule {expression!r}: {error}", task.name)
+    schedule = resolve_hashed(task.schedule, seed)
     return task if schedule == task.schedule else task.model_copy(update={"schedule": schedule})
+
+
+def _schedule_field(task: Task, index: int, part: int | None) -> str:
+    """Where a task's schedule is written: spec.tasks[i].schedule, or spec.tasks[i].schedules[j]."""
+    if not task.schedules:
+        return f"spec.tasks[{index}].schedule"
+    return f"spec.tasks[{index}].schedules" + ("" if part is None else f"[{part}]")
 
 
 def render(
@@ -329,14 +346,30 @@ def render(
             settings["blackouts"] = [*(spec.blackouts or []), *calendars, *(task.blackouts or [])]
         task_errors = _check_task(task, index, spec, settings)
         cronjob = naming.cronjob_name(name, task.name)
-        if task.name in cronjobs or cronjob in used_names:
+        if task.name in cronjobs or used_names.get(cronjob) == task.name:
             task_errors.append(SpecError(f"spec.tasks[{index}].name", "duplicate task name", task.name))
+        elif cronjob in used_names:
+            message = f"its CronJob name {cronjob!r} is taken by task {used_names[cronjob]!r}"
+            task_errors.append(SpecError(f"spec.tasks[{index}].name", message, task.name))
+        parts = [naming.part_cronjob_name(cronjob, i) for i in range(1, _part_count(task, settings))]
+        for part in parts:
+            if part in used_names:
+                message = f"its CronJob {part!r} for a schedule of task {task.name!r} is task {used_names[part]!r}'s"
+                task_errors.append(SpecError(f"spec.tasks[{index}].name", message, task.name))
         if task_errors:
             errors.extend(task_errors)
             continue
-        used_names[cronjob] = task.name
+        used_names.update(dict.fromkeys([cronjob, *parts], task.name))
         cronjobs[task.name] = _cronjob(appschedule, task, settings, container, pod, cronjob, pod_metadata)
     return Rendered(cronjobs=cronjobs, errors=errors, image=container.get("image"), spec=spec)
+
+
+def _part_count(task: Task, settings: Mapping[str, Any]) -> int:
+    """How many CronJobs run the task (its schedules merged where exact); 1 when its schedule does not parse."""
+    try:
+        return len(parse(task.schedule, settings["timeZone"]).cronjob_expressions)
+    except ScheduleError:
+        return 1
 
 
 def _cronjob(
@@ -400,7 +433,7 @@ def _cronjob(
         "kind": "CronJob",
         "metadata": manifest_metadata,
         "spec": {
-            "schedule": task.schedule,
+            "schedule": parse(task.schedule, settings["timeZone"]).cronjob_expressions[0],
             "timeZone": settings["timeZone"],
             "suspend": settings["suspend"],
             "concurrencyPolicy": settings["concurrencyPolicy"],
@@ -408,7 +441,7 @@ def _cronjob(
             "successfulJobsHistoryLimit": settings["successfulJobsHistoryLimit"],
             "failedJobsHistoryLimit": settings["failedJobsHistoryLimit"],
             "jobTemplate": {
-                "metadata": _template_metadata(labels, settings["blackouts"]),
+                "metadata": _template_metadata(labels, settings["blackouts"], task.schedule),
                 "spec": {
                     "parallelism": 1,
                     "completions": 1,
@@ -421,9 +454,32 @@ def _cronjob(
     }
 
 
-def _template_metadata(labels: Mapping[str, str], blackouts: Sequence[Any]) -> dict[str, Any]:
-    """The job template's metadata: the task's labels, and its blackouts for the ledger and the key webhook."""
+def _template_metadata(labels: Mapping[str, str], blackouts: Sequence[Any], schedule: str) -> dict[str, Any]:
+    """The job template's metadata: the task's labels, its blackouts for the ledger and the key webhook, and its
+    several schedules (the union its Jobs are keyed and counted by; cronjobs.parts_of makes a CronJob a part)."""
     metadata: dict[str, Any] = {"labels": dict(labels)}
+    annotations = {}
     if blackouts:
-        metadata["annotations"] = {blackout.ANNOTATION: blackout.encode(blackouts)}
+        annotations[blackout.ANNOTATION] = blackout.encode(blackouts)
+    if UNION_SEPARATOR.strip() in schedule:
+        annotations[naming.ANNOTATION_SCHEDULES] = schedule
+    if annotations:
+        metadata["annotations"] = annotations
     return metadata
+
+
+def schedule_text(spec: Mapping[str, Any]) -> str:
+    """What a task's CronJob spec runs by: its several schedules (``A | B``, on its job template) where it has
+    them, else its own ``schedule``. A part's CronJob says the same union as the first."""
+    template = spec.get("jobTemplate")
+    metadata = template.get("metadata") if isinstance(template, Mapping) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    union = annotations.get(naming.ANNOTATION_SCHEDULES) if isinstance(annotations, Mapping) else None
+    return union if isinstance(union, str) and union else str(spec.get("schedule"))
+
+
+def part_of(metadata: Mapping[str, Any]) -> int:
+    """Which of its task's schedules a CronJob (or its Job) runs: 0 for the first, or for anything unreadable."""
+    annotations = metadata.get("annotations")
+    value = annotations.get(naming.ANNOTATION_PART) if isinstance(annotations, Mapping) else None
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) < 3 else 0

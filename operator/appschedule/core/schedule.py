@@ -31,9 +31,13 @@ from __future__ import annotations
 
 import bisect
 import calendar
+import functools
 import hashlib
+import heapq
+import itertools
+import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
@@ -49,8 +53,10 @@ __all__ = [
     "fires_after",
     "fires_between",
     "matches_wall",
+    "merge",
     "next_fire",
     "parse",
+    "parse_union",
     "previous_fire",
     "repeat_of",
     "repeats_between",
@@ -104,6 +110,9 @@ class Schedule:
     days_of_month: int
     months: int
     days_of_week: int
+    # a task's several schedules (``A | B``): the CronJob expressions that carry it, each a plain Schedule, merged
+    # where one expression is exact (``merge``). Empty for a plain schedule; one part when the union merged into it
+    parts: tuple[Schedule, ...] = ()
 
     @property
     def zone(self) -> ZoneInfo:
@@ -124,6 +133,16 @@ class Schedule:
     def fixed_hours(self) -> bool:
         """True unless the schedule fires in every hour (``0 * * * *`` is not fixed, ``0 1 * * *`` is)."""
         return (self.hours & ~_STAR) != (1 << 24) - 1
+
+    @property
+    def union(self) -> bool:
+        """Whether several CronJob expressions carry it: every time function then works on their union."""
+        return len(self.parts) > 1
+
+    @property
+    def cronjob_expressions(self) -> tuple[str, ...]:
+        """The expressions of the CronJobs that run it: one for a plain schedule, one per part of a union."""
+        return tuple(p.expression for p in self.parts) if self.parts else (self.expression,)
 
 
 @lru_cache(maxsize=512)
@@ -213,6 +232,8 @@ def resolve_hashed(expression: str, seed: str) -> str:
     checked by ``parse`` as any schedule is."""
     if "H" not in expression:  # every plan renders every task: the common case costs one scan
         return expression
+    if "|" in expression:  # several schedules (``A | B``): each resolved alike
+        return UNION_SEPARATOR.join(resolve_hashed(p.strip(), seed) for p in expression.split("|"))
     parts = re.split(r"(\s+)", expression)  # fields and the spaces between them, kept as they are
     fields = parts[0::2]
     if expression.startswith("@") or "TZ" in expression or len(fields) != 5 or "" in fields:
@@ -290,7 +311,11 @@ def _hint(token: str, index: int) -> str:
 @lru_cache(maxsize=4096)  # a Schedule is frozen: every plan parses every task's schedule again (39 % of the
 # operator's samples in bench-cluster's fires scenario, py-spy, before this cache)
 def parse(expression: str, time_zone: str = "UTC") -> Schedule:
-    """Parse a CronJob schedule in a time zone; raise ScheduleError saying what is wrong and where."""
+    """Parse a CronJob schedule in a time zone; raise ScheduleError saying what is wrong and where.
+
+    ``A | B | ...`` (UNION_SEPARATOR) is a task's several schedules: see ``parse_union``."""
+    if "|" in expression:
+        return parse_union(expression.split("|"), time_zone)
     check_time_zone(time_zone)
     text = expression.strip()
     if "TZ" in expression:
@@ -578,6 +603,8 @@ def _wall_matches(schedule: Schedule, wall: int) -> bool:
 def matches_wall(schedule: Schedule, wall: datetime) -> bool:
     """Whether the schedule's fields match a wall-clock minute (naive, in the schedule's zone), whether or not
     that minute exists there (a DST gap): what cron, reading the fields alone, would call due."""
+    if schedule.union:
+        return any(matches_wall(p, wall) for p in schedule.parts)
     return bool(
         schedule.hours >> wall.hour & 1 and schedule.minutes >> wall.minute & 1 and _day_matches(schedule, wall.date())
     )
@@ -818,12 +845,16 @@ def _utc(unix: int) -> datetime:
 
 def next_fire(schedule: Schedule, after: datetime) -> datetime | None:
     """The first fire strictly after ``after``, as the controller computes it; None past robfig's limit."""
+    if schedule.union:
+        return min((f for p in schedule.parts if (f := next_fire(p, after)) is not None), default=None)
     result = _next(schedule, _zone_or_none(schedule), _unix(after))
     return None if result is None else _utc(result)
 
 
 def fires_after(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
     """The next ``count`` fires after ``after``, each chained from the previous one as the controller does."""
+    if schedule.union:
+        return list(itertools.islice(_union_fires(schedule, after, None), count))
     return list(_iter_fires(schedule, _unix(after), count))
 
 
@@ -845,12 +876,16 @@ def _iter_fires(
 def fires_between(schedule: Schedule, start: datetime, end: datetime) -> Iterator[datetime]:
     """The fires in (start, end], lazily, chained as the controller does (one step per fire: for counting
     use ``count_fires``)."""
+    if schedule.union:
+        return _union_fires(schedule, start, end)
     return _iter_fires(schedule, _unix(start), until=_unix(end))
 
 
 def previous_fire(schedule: Schedule, at: datetime) -> datetime | None:
     """The last fire at or before ``at`` (None if none in 9 years), at a cost bounded by the days scanned
     back to it and the transitions among them, not by the fires."""
+    if schedule.union:
+        return max((f for p in schedule.parts if (f := previous_fire(p, at)) is not None), default=None)
     found = _fire_last(schedule, _zone_or_none(schedule), _unix(at))
     return None if found is None else _utc(found)
 
@@ -858,6 +893,8 @@ def previous_fire(schedule: Schedule, at: datetime) -> datetime | None:
 @lru_cache(maxsize=8192)  # asked of every Job's stated time on every plan (keys.scheduled_time)
 def is_fire(schedule: Schedule, moment: datetime) -> bool:
     """Whether ``moment`` is a fire of ``schedule`` (a repeat at a fall-back included)."""
+    if schedule.union:
+        return any(is_fire(p, moment) for p in schedule.parts)
     return in_range(moment) and previous_fire(schedule, moment) == moment
 
 
@@ -875,6 +912,10 @@ def repeat_of(schedule: Schedule, fire: datetime) -> datetime | None:
     matched with the fire of the same wall-clock time before the transition, not only with the fire just
     before it. The walk back is bounded by the fall-back's gap (at most 3 hours) and by REPEAT_WALK fires.
     """
+    if schedule.union:  # a repeat when every part that fires then repeats it (an every-hour part's 01:00 is new)
+        firing = [p for p in schedule.parts if is_fire(p, fire)]
+        repeats = [repeat_of(p, fire) for p in firing]
+        return min(r for r in repeats if r is not None) if firing and None not in repeats else None
     if not schedule.fixed_hours or schedule.time_zone == "UTC":
         return None
     zone = schedule.zone
@@ -905,6 +946,8 @@ def count_fires(schedule: Schedule, start: datetime, end: datetime) -> int:
     Fires are counted arithmetically offset by offset (see "Fires as arithmetic"); only where ``start``
     is next to one of robfig's quirks does the chain from it differ, and it is walked until it meets them.
     """
+    if schedule.union:
+        return _union_count(schedule, _unix(start), _unix(end))
     zone = _zone_or_none(schedule)
     low, high = _unix(start), _unix(end)
     if high <= low:
@@ -922,6 +965,8 @@ def count_fires(schedule: Schedule, start: datetime, end: datetime) -> int:
 def repeats_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
     """The fires in (start, end] that repeat an earlier fire's wall-clock time (``repeat_of``): only the
     hour after each fall-back transition is looked at."""
+    if schedule.union:
+        return sorted({r for p in schedule.parts for r in repeats_between(p, start, end) if repeat_of(schedule, r)})
     if not schedule.fixed_hours or schedule.time_zone == "UTC":
         return []
     zone = _zone_or_none(schedule)
@@ -936,3 +981,203 @@ def repeats_between(schedule: Schedule, start: datetime, end: datetime) -> list[
             if repeat_of(schedule, _utc(fire)) is not None:
                 found.append(_utc(fire))
     return found
+
+
+# ---------------------------------------------------------------------------------------------------
+# Several schedules for one task
+#
+# A task may have several schedules; a minute several of them match is one fire with one key (DESIGN "Calendars").
+# The union is kept as its parts, each a plain schedule its own CronJob runs (merged first where one expression is
+# exact), and its fires are the union of the parts' chains: next and previous are the nearest of the parts', a
+# repeat is one when every part firing then repeats it, and counting stays arithmetic: per day, the union of the
+# parts' (hour, minute) products that day, then the few instants next to robfig's quirks (or next to ``start``,
+# where a part's chain from it differs) decided one by one. O(parts x (days + transitions)), never O(fires).
+
+UNION_SEPARATOR = " | "
+UNION_MAX = 4  # schedules of one task: the schema's bound
+_MINUTES = (1 << 60) - 1
+
+
+def parse_union(expressions: Sequence[str], time_zone: str = "UTC") -> Schedule:
+    """A task's several schedules as one: ``expression`` is them joined by `` | `` (what the status says and the
+    ledger tracks), ``parts`` the expressions its CronJobs run (``merge``); ScheduleError names the one at fault."""
+    texts = [e.strip() for e in expressions]
+    if len(texts) > UNION_MAX:
+        raise ScheduleError(f"at most {UNION_MAX} schedules for one task, found {len(texts)}")
+    parts = []
+    for index, text in enumerate(texts):
+        try:
+            parts.append(parse(text, time_zone))
+        except ScheduleError as error:
+            raise ScheduleError(f"schedules[{index}]: {error}") from None
+    merged = merge(parts)
+    if len(merged) == 1:
+        masks = _masks(merged[0])
+    else:
+        masks = tuple(functools.reduce(operator.or_, field) for field in zip(*(_masks(p) for p in parts), strict=True))
+    return Schedule(UNION_SEPARATOR.join(texts), time_zone, *masks, parts=tuple(merged))
+
+
+def _masks(schedule: Schedule) -> tuple[int, int, int, int, int]:
+    return schedule.minutes, schedule.hours, schedule.days_of_month, schedule.months, schedule.days_of_week
+
+
+def merge(parts: Sequence[Schedule]) -> list[Schedule]:
+    """The fewest expressions whose CronJobs fire exactly when ``parts`` do: two that differ in one field become one
+    with that field's values joined (``0 9 * * 1-5`` and ``0 17 * * 1-5`` are ``0 9,17 * * 1-5``), a copy is
+    dropped. A day field joins only where cron's rule (day of month OR day of week when both are restricted, AND
+    when either is ``*``) keeps the join exact. The order is kept: the first part matching a minute runs it.
+
+    In a zone where robfig's walk has quirks (``_quirky``: Lord Howe's half hour, changes at midnight) a joined
+    expression's chain can step where the two chains do not, so only copies are dropped there."""
+    found = list(dict.fromkeys(parts))
+    joined = bool(found) and not _quirky_zone(found[0].time_zone)
+    while joined:
+        joined = False
+        for i, j in itertools.combinations(range(len(found)), 2):
+            both = _joined(found[i], found[j])
+            if both is not None:
+                found[i] = both
+                del found[j]
+                joined = True
+                break
+    return found
+
+
+@lru_cache(maxsize=64)
+def _quirky_zone(time_zone: str) -> bool:
+    """Whether the zone has a transition where robfig's walk can deviate from the wall clock, 2000 to 2100."""
+    if time_zone == "UTC":
+        return False
+    zone = _zone(time_zone)
+    return any(
+        _quirky(zone, *transition)
+        for year in range(2000, 2101)
+        for transition in _transitions(
+            zone, calendar.timegm((year, 1, 1, 0, 0, 0)), calendar.timegm((year, 12, 31, 0, 0, 0))
+        )
+    )
+
+
+def _joined(a: Schedule, b: Schedule) -> Schedule | None:
+    ours, theirs = _compared(a), _compared(b)
+    differ = [i for i in range(5) if ours[i] != theirs[i]]
+    if not differ:
+        return a
+    if len(differ) > 1:
+        return None
+    field = differ[0]
+    if field in (2, 4):
+        other = 4 if field == 2 else 2
+        either_star = (ours[field] | theirs[field]) & _STAR
+        if not ours[other] & _STAR and either_star:  # "*" there means the other field alone: no join is exact
+            return None
+    masks = list(ours)
+    masks[field] = ours[field] | theirs[field]
+    text = " ".join(_field_text(mask, i) for i, mask in enumerate(masks))
+    return parse(text, a.time_zone)
+
+
+def _compared(schedule: Schedule) -> tuple[int, ...]:
+    """The masks as they decide: robfig's star bit counts in the day fields only."""
+    return tuple(mask if i in (2, 4) else mask & ~_STAR for i, mask in enumerate(_masks(schedule)))
+
+
+def _field_text(mask: int, index: int) -> str:
+    _, low, high, _ = _FIELDS[index]
+    values = [v for v in range(low, high + 1) if mask >> v & 1]
+    if mask & _STAR or (index not in (2, 4) and len(values) == high - low + 1):
+        return "*"
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and runs[-1][1] == value - 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _union_fires(schedule: Schedule, after: datetime, until: datetime | None) -> Iterator[datetime]:
+    high = None if until is None else _unix(until)
+    streams = [_iter_fires(p, _unix(after), until=high) for p in schedule.parts]
+    last = None
+    for fire in heapq.merge(*streams):
+        if fire != last:
+            yield fire
+            last = fire
+
+
+def _hour_minutes(parts: Sequence[Schedule], hour: int) -> int:
+    mask = 0
+    for part in parts:
+        if part.hours >> hour & 1:
+            mask |= part.minutes
+    return mask & _MINUTES
+
+
+def _union_wall_count(parts: Sequence[Schedule], low: int, high: int) -> int:
+    """Wall-clock minutes in (low, high] that some part matches: per day, the union of the products of the parts
+    whose day it is, an hour's minutes as one bitmask."""
+    if high <= low:
+        return 0
+    total = 0
+    whole: dict[tuple[Schedule, ...], int] = {}
+    day, last = low // 86400, high // 86400
+    while day <= last:
+        today = date.fromordinal(day + _EPOCH_ORDINAL)
+        matching = tuple(p for p in parts if _day_matches(p, today))
+        base = day * 86400
+        if not matching:
+            pass
+        elif low < base and base + 86400 <= high:
+            if matching not in whole:
+                whole[matching] = sum(_hour_minutes(matching, h).bit_count() for h in range(24))
+            total += whole[matching]
+        else:
+            for hour in range(24):
+                start = base + hour * 3600
+                if high < start:
+                    break
+                first = (low - start) // 60 + 1 if low >= start else 0
+                final = min(59, (high - start) // 60)
+                if first <= final:
+                    total += (_hour_minutes(matching, hour) & ((1 << (final + 1)) - (1 << first))).bit_count()
+        day += 1
+    return total
+
+
+def _union_count(schedule: Schedule, low: int, high: int) -> int:
+    """Fires in (low, high] of the parts' chains from ``low``, an instant several fire counted once: the union of
+    the matches, corrected at the instants where a chain differs from the matches (see the section's comment)."""
+    if high <= low:
+        return 0
+    zone = _zone_or_none(schedule)
+    parts = schedule.parts
+    total = sum(
+        _union_wall_count(parts, max(a - 1, low) + offset, min(b - 1, high) + offset)
+        for a, b, offset in _segments(zone, low, high + 1)
+    )
+    chains = []
+    special: set[int] = set()
+    for part in parts:
+        skipped, extra = _quirks(part, zone, low, high)
+        walked = set()
+        fire = _next(part, zone, low)
+        while fire is not None and fire <= high and not _on_chain(part, zone, fire):
+            walked.add(fire)
+            fire = _next(part, zone, fire)
+        first = high + 1 if fire is None else fire
+        special |= walked | skipped | extra | set(_matches_between(part, zone, low, min(first - 1, high)))
+        chains.append((part, walked, first, skipped, extra))
+    for moment in special:
+        if not low < moment <= high:
+            continue
+        wall = moment + _offset(zone, moment)
+        matched = any(_wall_matches(p, wall) for p in parts)
+        fired = any(
+            moment in walked
+            or (moment >= first and (moment in extra or (moment not in skipped and _wall_matches(p, wall))))
+            for p, walked, first, skipped, extra in chains
+        )
+        total += int(fired) - int(matched)
+    return total

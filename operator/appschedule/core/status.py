@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from . import blackout
+from . import blackout, render
 from .keys import rfc3339
 from .models import MESSAGE_MAX as MESSAGE_MAX
 from .models import (
@@ -98,7 +98,7 @@ def next_run(cronjob_spec: Mapping[str, Any], now: datetime) -> datetime | None:
     if cronjob_spec.get("suspend") and not blackout.marked(cronjob_spec):  # suspended for a blackout: it ends
         return None
     try:
-        schedule = parse(str(cronjob_spec.get("schedule")), str(cronjob_spec.get("timeZone") or "UTC"))
+        schedule = parse(render.schedule_text(cronjob_spec), str(cronjob_spec.get("timeZone") or "UTC"))
     except ScheduleError:
         return None
     return blackout.next_allowed(schedule, windows, now) if windows else next_fire(schedule, now)

@@ -283,6 +283,8 @@ class JobView:
     outcome: JobOutcome | None = None  # the Job's terminal condition
     reason: str | None = None  # the Failed condition's reason, e.g. DeadlineExceeded, BackoffLimitExceeded
     finish_time: str | None = None
+    idle: bool = False  # spec.completions is 0: it runs nothing (a later schedule's Job for a minute an earlier one
+    # runs, admission.py), so it is no run of its time
 
     def same_except_version(self, other: JobView) -> bool:
         return {**self.__dict__, "resource_version": ""} == {**other.__dict__, "resource_version": ""}
@@ -291,6 +293,10 @@ class JobView:
 def _count(value: object) -> int:
     """A count from a Job's status; anything else (it can be anything a client wrote) is 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31 else 0
+
+
+def _idle(completions: object) -> bool:
+    return isinstance(completions, int) and not isinstance(completions, bool) and completions == 0
 
 
 def project_job(body: Mapping[str, Any]) -> JobView:
@@ -323,6 +329,7 @@ def project_job(body: Mapping[str, Any]) -> JobView:
         outcome=outcome,
         reason=str(reason) if reason else None,
         finish_time=_text(status.get("completionTime")) or finish,
+        idle=_idle(_dict(body.get("spec")).get("completions")),
     )
 
 

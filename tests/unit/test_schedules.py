@@ -1,0 +1,285 @@
+"""Several schedules for one task (issue 36 item 3): a minute several of them match is one fire with one key.
+
+The union's time functions are checked against the parts' own chains (what the CronJobs do), in zones with daylight
+saving across their transitions, with hours of several fires; then the CronJobs that carry it, the key webhook that
+makes a later schedule's Job for a shared minute do no work, and the ledger that counts that minute once."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from appschedule.core import cronjobs, naming, render
+from appschedule.core.admission import check_appschedule, mutate_job
+from appschedule.core.reconcile import plan
+from appschedule.core.schedule import (
+    ScheduleError,
+    count_fires,
+    fires_after,
+    fires_between,
+    is_fire,
+    next_fire,
+    parse,
+    parse_union,
+    previous_fire,
+    repeat_of,
+    repeats_between,
+)
+from tests.kit.worlds import world_of
+
+# zones with daylight saving, and their 2026 transitions (UTC days): Berlin's whole hour at 01:00 UTC, New York's
+# at 02:00 local, Lord Howe's half hour (where robfig's walk has quirks)
+ZONES = {
+    "Europe/Berlin": [datetime(2026, 3, 29, tzinfo=UTC), datetime(2026, 10, 25, tzinfo=UTC)],
+    "America/New_York": [datetime(2026, 3, 8, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)],
+    "Australia/Lord_Howe": [datetime(2026, 4, 4, 12, tzinfo=UTC), datetime(2026, 10, 3, 12, tzinfo=UTC)],
+}
+# hours with several fires, the hours a transition moves, midnight, days of the week and of the month
+EXPRESSIONS = [
+    "30 1 * * *",
+    "0,30 2 * * *",
+    "*/20 2 * * *",
+    "0 * * * 0",
+    "15 2 * * 1-5",
+    "0 0 * * *",
+    "0 2 1,15 * 0",
+    "45 1 * * 0",
+    "*/30 * * * *",
+]
+
+
+def union_by_parts(expressions: list[str], zone: str, start: datetime, end: datetime) -> list[datetime]:
+    """What the parts' CronJobs fire, each chained as the controller does, a minute several fire taken once."""
+    return sorted({f for e in expressions for f in fires_between(parse(e, zone), start, end)})
+
+
+@pytest.mark.parametrize("zone", sorted(ZONES))
+def test_the_union_fires_counts_and_neighbours_are_the_parts_chains_around_each_transition(zone: str) -> None:
+    pairs = list(itertools.combinations(EXPRESSIONS, 2))
+    for transition in ZONES[zone]:
+        for index, (a, b) in enumerate(pairs):
+            union = parse(f"{a} | {b}", zone)
+            start = transition - timedelta(hours=30) + timedelta(minutes=(index * 7) % 60)
+            end = start + timedelta(hours=60)
+            expected = union_by_parts([a, b], zone, start, end)
+            assert list(fires_between(union, start, end)) == expected, (a, b, start)
+            assert count_fires(union, start, end) == len(expected), (a, b, start)
+            assert fires_after(union, start, min(5, len(expected))) == expected[:5]
+            assert next_fire(union, start) == (expected[0] if expected else next_fire(union, start))
+            for fire in expected[:: max(1, len(expected) // 6)]:
+                assert is_fire(union, fire)
+                assert previous_fire(union, fire) == fire
+                assert previous_fire(union, fire - timedelta(seconds=1)) == max(
+                    [f for f in expected if f < fire], default=previous_fire(union, fire - timedelta(seconds=1))
+                )
+
+
+def test_three_schedules_over_a_year_count_what_the_parts_fire_once_each() -> None:
+    expressions = ["0 9 * * 1-5", "0 9,12 * * 0,6", "0 9 1 * *"]  # 09:00 on the 1st is matched by two or three
+    union = parse_union(expressions, "Europe/Berlin")
+    start, end = datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
+    expected = union_by_parts(expressions, "Europe/Berlin", start, end)
+    assert count_fires(union, start, end) == len(expected)
+    assert list(fires_between(union, start, end)) == expected
+    parts_total = sum(count_fires(parse(e, "Europe/Berlin"), start, end) for e in expressions)
+    assert parts_total > len(expected)  # the shared minutes are fires once
+
+
+def test_a_fall_back_repeat_is_a_repeat_only_where_every_part_firing_then_repeats_it() -> None:
+    union = parse("30 2 * * * | 0 * * * *", "Europe/Berlin")  # Berlin falls back at 01:00 UTC on 2026-10-25
+    first_0230, second_0230 = datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 25, 1, 30, tzinfo=UTC)
+    first_0200, second_0200 = datetime(2026, 10, 25, 0, 0, tzinfo=UTC), datetime(2026, 10, 25, 1, 0, tzinfo=UTC)
+    assert is_fire(union, second_0230) and is_fire(union, second_0200)
+    assert repeat_of(union, second_0230) == first_0230  # one key for the fixed hour's two 02:30s
+    assert repeat_of(union, second_0200) is None  # the hourly schedule's second 02:00 is an hour of its own
+    assert repeat_of(union, first_0200) is None
+    day = datetime(2026, 10, 24, tzinfo=UTC), datetime(2026, 10, 26, tzinfo=UTC)
+    assert repeats_between(union, *day) == [second_0230]
+
+
+def test_schedules_differing_in_one_field_run_as_one_cronjob_where_that_is_exact() -> None:
+    assert parse("0 9 * * 1-5 | 0 17 * * 1-5", "Europe/Berlin").cronjob_expressions == ("0 9,17 * * 1-5",)
+    assert parse("0 9 * * 1-5 | 0 9 * * 0,6").cronjob_expressions == ("0 9 * * 0-6",)
+    assert parse("0 9 1 * * | 0 9 15 * *").cronjob_expressions == ("0 9 1,15 * *",)
+    assert parse("*/2 * * * * | 1-59/2 * * * *").cronjob_expressions == ("* * * * *",)
+    assert parse("0 9 * * * | 0 9 * * *").cronjob_expressions == ("0 9 * * *",)  # a copy
+    # day of month and day of week restricted together are OR: joining a "*" there would change the days
+    assert parse("0 9 * * 1 | 0 9 5 * 1").cronjob_expressions == ("0 9 * * 1", "0 9 5 * 1")
+    assert parse("0 9 1 * 1 | 0 9 5 * 1").cronjob_expressions == ("0 9 1,5 * 1",)  # (1st or 5th) or Monday
+    # differing in two fields: two CronJobs, in the order written (the first runs a minute both match)
+    assert parse("*/2 * * * * | * * 7 * *").cronjob_expressions == ("*/2 * * * *", "* * 7 * *")
+    # where robfig's walk has quirks (New York's fall-back next to 01:00, Lord Howe) nothing is joined
+    assert parse("0 9 * * * | 0 17 * * *", "America/New_York").cronjob_expressions == ("0 9 * * *", "0 17 * * *")
+    for zone in ("UTC", "Europe/Berlin"):
+        for a, b in itertools.combinations(EXPRESSIONS, 2):
+            union = parse(f"{a} | {b}", zone)
+            start = datetime(2026, 10, 23, 22, tzinfo=UTC)
+            joined = union_by_parts(list(union.cronjob_expressions), zone, start, start + timedelta(days=4))
+            assert joined == union_by_parts([a, b], zone, start, start + timedelta(days=4)), (a, b, zone)
+
+
+def test_a_bad_schedule_among_several_is_named() -> None:
+    with pytest.raises(ScheduleError, match=r"schedules\[1\]: .*minute field"):
+        parse("0 9 * * * | 61 * * * *")
+    with pytest.raises(ScheduleError, match="at most 4"):
+        parse(" | ".join(["0 9 * * *"] * 5))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The API, the CronJobs, the key webhook, the ledger
+
+DEPLOYMENT = {
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "app:1"}]}}},
+}
+
+
+def shop(**task: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": naming.API_VERSION,
+        "kind": naming.KIND,
+        "metadata": {
+            "name": "shop",
+            "namespace": "shop",
+            "uid": "u1",
+            "generation": 1,
+            "creationTimestamp": "2026-12-01T00:00:00Z",
+        },
+        "spec": {
+            "deploymentRef": {"name": "web"},
+            "timeZone": "Europe/Berlin",
+            "tasks": [{"name": "sync", "command": ["sync"], **task}],
+        },
+    }
+
+
+def test_validation_names_the_schedule_at_fault_and_refuses_both_forms() -> None:
+    message = check_appschedule(shop(schedules=["0 9 * * *", "0 25 * * *"]))
+    assert message and "spec.tasks[0].schedules[1]" in message and "hour" in message, message
+    message = check_appschedule(shop(schedule="0 9 * * *", schedules=["0 9 * * *", "0 10 * * *"]))
+    assert message and "spec.tasks[0].schedule" in message and "not both" in message, message
+    message = check_appschedule(shop(schedule="0 9 * * * | 0 10 * * *"))
+    assert message and "schedules: [...]" in message, message
+    message = check_appschedule(shop(schedules=["0 9 * * *"]))
+    assert message and "spec.tasks[0].schedules" in message, message
+    assert check_appschedule(shop(schedules=["H 9 * * 1-5", "H 12 * * 6"])) is None
+
+
+def test_a_task_with_several_schedules_runs_as_one_cronjob_per_part_each_saying_the_union() -> None:
+    rendered = render.render(shop(schedules=["*/2 * * * *", "* * 7 * *"]), DEPLOYMENT)
+    assert not rendered.errors
+    first = cronjobs.with_hash(rendered.cronjobs["sync"])
+    assert first["metadata"]["name"] == "shop-sync"
+    assert first["spec"]["schedule"] == "*/2 * * * *"
+    template = first["spec"]["jobTemplate"]
+    assert template["metadata"]["annotations"][naming.ANNOTATION_SCHEDULES] == "*/2 * * * * | * * 7 * *"
+    env = {v["name"]: v["value"] for v in template["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in v}
+    assert env["APPSCHEDULE_SCHEDULE"] == "*/2 * * * * | * * 7 * *"
+    [second] = cronjobs.parts_of(first)
+    assert second["metadata"]["name"] == "shop-sync-s1"
+    assert second["spec"]["schedule"] == "* * 7 * *"
+    assert render.part_of(second["metadata"]) == 1
+    assert render.part_of(second["spec"]["jobTemplate"]["metadata"]) == 1
+    assert (
+        second["metadata"]["annotations"][cronjobs.HASH_ANNOTATION]
+        != first["metadata"]["annotations"][cronjobs.HASH_ANNOTATION]
+    )
+    merged = render.render(shop(schedules=["0 9 * * 1-5", "0 17 * * 1-5"]), DEPLOYMENT).cronjobs["sync"]
+    assert merged["spec"]["schedule"] == "0 9,17 * * 1-5" and not cronjobs.parts_of(cronjobs.with_hash(merged))
+    assert render.schedule_text(merged["spec"]) == "0 9 * * 1-5 | 0 17 * * 1-5"
+
+
+def test_a_part_whose_cronjob_name_is_another_tasks_is_refused() -> None:
+    doc = shop(schedules=["*/2 * * * *", "* * 7 * *"])
+    doc["spec"]["tasks"].append({"name": "sync-s1", "schedule": "0 1 * * *", "command": ["x"]})
+    message = check_appschedule(doc)
+    assert message and "shop-sync-s1" in message, message
+
+
+def job_of(cronjob: dict[str, Any], fire: datetime) -> dict[str, Any]:
+    """The Job the CronJob controller submits for a fire."""
+    template = cronjob["spec"]["jobTemplate"]
+    name = f"{cronjob['metadata']['name']}-{int(fire.timestamp() // 60)}"
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "creationTimestamp": (fire + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "labels": template["metadata"]["labels"],
+            "annotations": {
+                **template["metadata"].get("annotations", {}),
+                naming.CRONJOB_SCHEDULED_TIMESTAMP: fire.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+            "ownerReferences": [{"kind": "CronJob", "name": cronjob["metadata"]["name"], "uid": "c"}],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+    }
+
+
+def test_the_key_webhook_makes_a_later_schedules_job_for_a_shared_minute_do_no_work() -> None:
+    first = cronjobs.with_hash(render.render(shop(schedules=["*/2 * * * *", "* * 7 * *"]), DEPLOYMENT).cronjobs["sync"])
+    [second] = cronjobs.parts_of(first)
+    shared, own = datetime(2026, 12, 7, 9, 2, tzinfo=UTC), datetime(2026, 12, 7, 9, 3, tzinfo=UTC)
+    now = shared + timedelta(seconds=2)
+    runs_it = mutate_job(job_of(first, shared), now)
+    assert runs_it["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == "sync@2026-12-07T09:02:00Z"
+    assert "completions" not in runs_it["spec"] and runs_it["metadata"]["finalizers"] == [naming.LEDGER_FINALIZER]
+    idle = mutate_job(job_of(second, shared), now)
+    assert idle == {
+        "metadata": {
+            "annotations": {
+                naming.ANNOTATION_IDEMPOTENCY_KEY: "sync@2026-12-07T09:02:00Z",
+                naming.ANNOTATION_RUN_BY: "shop-sync",
+            }
+        },
+        "spec": {"completions": 0, "parallelism": 0},
+    }
+    alone = mutate_job(job_of(second, own), own + timedelta(seconds=2))  # only the second schedule fires at :03
+    assert alone["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] == "sync@2026-12-07T09:03:00Z"
+    assert "completions" not in alone["spec"]
+    asked = job_of(second, shared)
+    asked["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND] = "rerun"  # a run asked for always runs
+    assert "completions" not in mutate_job(asked, now)["spec"]
+
+
+def test_the_plan_applies_every_part_counts_a_shared_minute_once_and_keeps_parts_on_an_error() -> None:
+    doc = shop(schedules=["*/2 * * * *", "* * 7 * *"])
+    result = plan(world_of(doc, DEPLOYMENT), datetime(2026, 12, 7, 9, 0, 30, tzinfo=UTC))  # tracking starts
+    now = datetime(2026, 12, 7, 9, 12, tzinfo=UTC)
+    assert [m["metadata"]["name"] for m in result.apply] == ["shop-sync", "shop-sync-s1"]
+    existing = copy.deepcopy(result.apply)
+    for cronjob in existing:
+        cronjob["metadata"]["uid"] = f"cj-{cronjob['metadata']['name']}"
+        cronjob["metadata"]["creationTimestamp"] = "2026-12-07T09:00:30Z"
+    first, second = existing
+    settled = {**doc, "status": result.status}
+    jobs = []
+    for minute in range(1, 9):
+        fire = datetime(2026, 12, 7, 9, minute, tzinfo=UTC)
+        for cronjob in (first, second) if minute % 2 == 0 else (second,):
+            job = job_of(cronjob, fire)
+            patch = mutate_job(job, fire + timedelta(seconds=1))
+            job["metadata"]["annotations"].update(patch["metadata"]["annotations"])
+            if "completions" in patch["spec"]:
+                job["spec"].update(patch["spec"])
+                job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+            else:
+                job["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+            job["metadata"]["uid"] = job["metadata"]["name"]
+            jobs.append(job)
+    after = plan(world_of(settled, DEPLOYMENT, existing, jobs=jobs), now)
+    assert not after.apply and not after.delete
+    [task] = after.status["tasks"]
+    assert task["schedule"] == "*/2 * * * * | * * 7 * *"
+    counts = task["counts"]
+    assert counts["runs"] == 8 and counts["succeeded"] == 8, counts  # 09:01 to 09:08, a minute both fire once
+    assert counts["duplicates"] == 0 and counts["missed"] == 0, counts
+    # a spec error in the task keeps both its CronJobs rather than deleting the second
+    broken = copy.deepcopy(settled)
+    broken["spec"]["tasks"][0]["command"] = []
+    kept = plan(world_of(broken, DEPLOYMENT, existing, jobs=jobs), now)
+    assert kept.delete == []
