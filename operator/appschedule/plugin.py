@@ -425,7 +425,8 @@ def _job_run(job: Mapping[str, Any]) -> dict[str, Any] | None:
     page shows runs, not every Job."""
     meta, status = _dict(job.get("metadata")), _dict(job.get("status"))
     annotations = _dict(meta.get("annotations"))
-    if annotations.get(naming.ANNOTATION_RUN_BY) and _dict(job.get("spec")).get("completions") == 0:
+    idle = annotations.get(naming.ANNOTATION_RUN_BY) or annotations.get(naming.ANNOTATION_BLOCKED_BY)
+    if idle and _dict(job.get("spec")).get("completions") == 0:
         return None
     stated = next(
         (

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from appschedule.core import cronjobs, naming, render
+from appschedule.core import admission, cronjobs, naming, render
 from appschedule.core.admission import check_appschedule, mutate_job
 from appschedule.core.reconcile import plan
 from appschedule.core.schedule import (
@@ -283,3 +283,62 @@ def test_the_plan_applies_every_part_counts_a_shared_minute_once_and_keeps_parts
     broken["spec"]["tasks"][0]["command"] = []
     kept = plan(world_of(broken, DEPLOYMENT, existing, jobs=jobs), now)
     assert kept.delete == []
+
+
+def test_forbid_holds_across_the_cronjobs_a_fire_behind_another_ones_run_is_skipped_not_run() -> None:
+    first = cronjobs.with_hash(render.render(shop(schedules=["*/2 * * * *", "* * 7 * *"]), DEPLOYMENT).cronjobs["sync"])
+    [second] = cronjobs.parts_of(first)
+    running = job_of(first, datetime(2026, 12, 7, 9, 2, tzinfo=UTC))  # still active (no condition)
+    own = datetime(2026, 12, 7, 9, 3, tzinfo=UTC)
+    job = job_of(second, own)
+    assert admission.forbid_check(job, "shop") == ("shop", "shop", "sync")
+    held = mutate_job(job, own + timedelta(seconds=1), [running, job])
+    assert held == {
+        "metadata": {
+            "annotations": {
+                naming.ANNOTATION_IDEMPOTENCY_KEY: "sync@2026-12-07T09:03:00Z",
+                naming.ANNOTATION_BLOCKED_BY: running["metadata"]["name"],
+            }
+        },
+        "spec": {"completions": 0, "parallelism": 0},
+    }
+    ended = copy.deepcopy(running)
+    ended["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    asked = copy.deepcopy(running)
+    asked["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND] = "manual"
+    for other in (ended, asked):  # an ended run, or a run asked for, holds nothing back
+        assert "completions" not in mutate_job(job, own + timedelta(seconds=1), [other])["spec"]
+    # Allow: nothing is read, nothing held back
+    allowing = render.render(shop(schedules=["*/2 * * * *", "* * 7 * *"], concurrencyPolicy="Allow"), DEPLOYMENT)
+    [loose] = cronjobs.parts_of(cronjobs.with_hash(allowing.cronjobs["sync"]))
+    assert admission.forbid_check(job_of(loose, own), "shop") is None
+    assert "completions" not in mutate_job(job_of(loose, own), own, [running])["spec"]
+
+
+def test_the_ledger_counts_a_fire_held_back_behind_another_cronjobs_run_as_skipped() -> None:
+    doc = shop(schedules=["*/2 * * * *", "* * 7 * *"])
+    result = plan(world_of(doc, DEPLOYMENT), datetime(2026, 12, 7, 9, 0, 30, tzinfo=UTC))
+    existing = copy.deepcopy(result.apply)
+    for cronjob in existing:
+        cronjob["metadata"]["uid"] = f"cj-{cronjob['metadata']['name']}"
+        cronjob["metadata"]["creationTimestamp"] = "2026-12-07T09:00:30Z"
+    first, second = existing
+    long_run = job_of(first, datetime(2026, 12, 7, 9, 2, tzinfo=UTC))  # runs from 09:02:01 to 09:03:30
+    long_run["metadata"]["uid"] = "long"
+    long_run["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY] = "sync@2026-12-07T09:02:00Z"
+    long_run["status"] = {"succeeded": 1, "completionTime": "2026-12-07T09:03:30Z",
+                          "conditions": [{"type": "Complete", "status": "True",
+                                          "lastTransitionTime": "2026-12-07T09:03:30Z"}]}  # fmt: skip
+    behind = job_of(second, datetime(2026, 12, 7, 9, 3, tzinfo=UTC))
+    behind["metadata"]["uid"] = "behind"
+    active = copy.deepcopy(long_run)
+    del active["status"]
+    patch = mutate_job(behind, datetime(2026, 12, 7, 9, 3, 1, tzinfo=UTC), [active])
+    behind["metadata"]["annotations"].update(patch["metadata"]["annotations"])
+    behind["spec"].update(patch["spec"])
+    behind["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    after = plan(world_of({**doc, "status": result.status}, DEPLOYMENT, existing, jobs=[long_run, behind]),
+                 datetime(2026, 12, 7, 9, 5, 30, tzinfo=UTC))  # fmt: skip
+    counts = after.status["tasks"][0]["counts"]
+    assert counts["runs"] == 1 and counts["duplicates"] == 0, counts
+    assert counts["skipped"] == 1 and counts["missed"] == 2, counts  # 09:03 held back; 09:01 and 09:04 had no Job

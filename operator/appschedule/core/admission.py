@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -65,8 +65,9 @@ def _env_of(containers: list[Any]) -> dict[str, str]:
     return {}
 
 
-def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """The merge patch that keys a Job of one of our tasks; an empty one for a Job that is not."""
+def mutate_job(job: Mapping[str, Any], now: datetime, others: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The merge patch that keys a Job of one of our tasks; an empty one for a Job that is not. ``others``: the
+    task's Jobs as the API server has them, read when ``forbid_check`` asks for them."""
     meta = _dict(job.get("metadata"))
     labels = _dict(meta.get("labels"))
     task = labels.get(naming.LABEL_TASK)
@@ -97,6 +98,10 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     if runner is not None:  # an earlier schedule's CronJob runs this minute: this Job does no work, holds nothing
         annotations = {naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task), naming.ANNOTATION_RUN_BY: runner}
         return {"metadata": {"annotations": annotations}, "spec": {"completions": 0, "parallelism": 0}}
+    blocker = blocking_run(job, others) if _forbidding(job) is not None else None
+    if blocker is not None:  # Forbid across the task's CronJobs: skipped behind that run, as the controller would
+        annotations = {naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task), naming.ANNOTATION_BLOCKED_BY: blocker}
+        return {"metadata": {"annotations": annotations}, "spec": {"completions": 0, "parallelism": 0}}
     added = keys.container_env(scheduled.time, task)
     spec_patch: dict[str, Any] = {"containers": [keys.with_env(c, added) for c in containers]}
     if init:
@@ -118,6 +123,56 @@ def mutate_job(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     ):
         metadata["finalizers"] = [*finalizers, naming.LEDGER_FINALIZER]
     return {"metadata": metadata, "spec": {"template": {"spec": spec_patch}}}
+
+
+def forbid_check(job: Mapping[str, Any], namespace: str) -> tuple[str, str, str] | None:
+    """For the CronJob controller's Job of a task with several schedules under Forbid: the (namespace, AppSchedule,
+    task) whose Jobs the key webhook reads, so that a run of one of its CronJobs holds back the others' fires as the
+    controller holds back its own. None for any other Job (nothing read)."""
+    found = _forbidding(job)
+    return (namespace, *found) if found is not None and namespace else None
+
+
+def _forbidding(job: Mapping[str, Any]) -> tuple[str, str] | None:
+    meta = _dict(job.get("metadata"))
+    labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
+    if annotations.get(naming.ANNOTATION_CONCURRENCY) != "Forbid" or not annotations.get(naming.ANNOTATION_SCHEDULES):
+        return None
+    if annotations.get(naming.ANNOTATION_RUN_KIND) or not annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP):
+        return None
+    appschedule, task = labels.get(naming.LABEL_APPSCHEDULE), labels.get(naming.LABEL_TASK)
+    if not (isinstance(appschedule, str) and appschedule and isinstance(task, str) and task):
+        return None
+    return appschedule, task
+
+
+def _owner(meta: Mapping[str, Any]) -> str | None:
+    found = next((o for o in _list(meta.get("ownerReferences")) if _dict(o).get("kind") == "CronJob"), None)
+    return str(_dict(found).get("name")) if found is not None else None
+
+
+def blocking_run(job: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) -> str | None:
+    """A run of another of the task's CronJobs still active, which this Job's fire waits behind under Forbid (the
+    ledger counts the fire skipped, as behind a run of its own CronJob), or None. A run asked for never blocks (the
+    controller does not see it), nor does a Job that runs nothing, is being deleted or has ended."""
+    meta = _dict(job.get("metadata"))
+    mine = _owner(meta)
+    for other in others:
+        theirs = _dict(other.get("metadata"))
+        owner = _owner(theirs)
+        if theirs.get("name") == meta.get("name") or owner is None or owner == mine or theirs.get("deletionTimestamp"):
+            continue
+        if _dict(theirs.get("annotations")).get(naming.ANNOTATION_RUN_KIND) in naming.RUN_KINDS:
+            continue
+        if _dict(other.get("spec")).get("completions") == 0:
+            continue
+        ended = any(
+            _dict(c).get("status") == "True" and _dict(c).get("type") in ("Complete", "Failed")
+            for c in _list(_dict(other.get("status")).get("conditions"))
+        )
+        if not ended:
+            return str(theirs.get("name"))
+    return None
 
 
 def _runner(

@@ -48,6 +48,10 @@ ANNOTATION_SCHEDULES = f"{GROUP}/schedules"
 ANNOTATION_PART = f"{GROUP}/schedule-part"
 # on a Job of a later part whose minute an earlier part also fires: the CronJob whose Job runs it (admission.py)
 ANNOTATION_RUN_BY = f"{GROUP}/run-by"
+# on the job template of a task with several schedules: its concurrencyPolicy, which the key webhook holds across
+# its CronJobs; on a Job whose fire came while a run of another of them was active (Forbid): that run
+ANNOTATION_CONCURRENCY = f"{GROUP}/concurrency"
+ANNOTATION_BLOCKED_BY = f"{GROUP}/blocked-by"
 # on every task Job from admission until the ledger has counted it (DESIGN "The ledger")
 LEDGER_FINALIZER = f"{GROUP}/ledger"
 

@@ -441,7 +441,7 @@ def _cronjob(
             "successfulJobsHistoryLimit": settings["successfulJobsHistoryLimit"],
             "failedJobsHistoryLimit": settings["failedJobsHistoryLimit"],
             "jobTemplate": {
-                "metadata": _template_metadata(labels, settings["blackouts"], task.schedule),
+                "metadata": _template_metadata(labels, settings["blackouts"], task.schedule, settings),
                 "spec": {
                     "parallelism": 1,
                     "completions": 1,
@@ -454,15 +454,19 @@ def _cronjob(
     }
 
 
-def _template_metadata(labels: Mapping[str, str], blackouts: Sequence[Any], schedule: str) -> dict[str, Any]:
+def _template_metadata(
+    labels: Mapping[str, str], blackouts: Sequence[Any], schedule: str, settings: Mapping[str, Any]
+) -> dict[str, Any]:
     """The job template's metadata: the task's labels, its blackouts for the ledger and the key webhook, and its
-    several schedules (the union its Jobs are keyed and counted by; cronjobs.parts_of makes a CronJob a part)."""
+    several schedules (the union its Jobs are keyed and counted by; cronjobs.parts_of makes a CronJob a part)
+    with its concurrencyPolicy, which the key webhook holds across them."""
     metadata: dict[str, Any] = {"labels": dict(labels)}
     annotations = {}
     if blackouts:
         annotations[blackout.ANNOTATION] = blackout.encode(blackouts)
     if UNION_SEPARATOR.strip() in schedule:
         annotations[naming.ANNOTATION_SCHEDULES] = schedule
+        annotations[naming.ANNOTATION_CONCURRENCY] = str(settings["concurrencyPolicy"])
     if annotations:
         metadata["annotations"] = annotations
     return metadata

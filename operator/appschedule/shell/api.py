@@ -151,6 +151,19 @@ class Cluster:
             )
         return [item for item in body.get("items") or [] if isinstance(item, dict)]
 
+    def list_task_jobs(self, namespace: str, appschedule: str, task: str) -> list[dict[str, Any]]:
+        """The Jobs of one task, as the API server has them now (the key webhook's Forbid across a task's CronJobs)."""
+        with self._call(namespace):
+            body = self._json(
+                self.batch.list_namespaced_job(
+                    namespace,
+                    label_selector=f"{naming.LABEL_APPSCHEDULE}={appschedule},{naming.LABEL_TASK}={task}",
+                    _preload_content=False,
+                    _request_timeout=REVIEW_TIMEOUT,
+                )
+            )
+        return [item for item in body.get("items") or [] if isinstance(item, dict)]
+
     def controller_of(self, namespace: str, name: str) -> str | None:
         """The uid of the controller of an existing CronJob ("" when it has none), None when there is none."""
         with self._call(namespace):

@@ -33,7 +33,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -189,7 +189,9 @@ async def _webhooks(serving: Serving) -> None:
     # the client is made before the first request (reading the kubeconfig or the ServiceAccount and building
     # its TLS context takes a while), so no review waits for it
     cluster = (
-        await loop.run_in_executor(reviews, lambda: Cluster(api_client())) if "validation" in serving.kinds else None
+        await loop.run_in_executor(reviews, lambda: Cluster(api_client()))
+        if serving.kinds & {"validation", "keys"}
+        else None
     )
 
     def review_access(review: dict[str, Any]) -> dict[str, Any]:
@@ -201,11 +203,24 @@ async def _webhooks(serving: Serving) -> None:
             if time.monotonic() - started > SLOW_SECONDS:
                 log.warning("a SubjectAccessReview took %.0f ms", (time.monotonic() - started) * 1000)
 
+    async def task_jobs(review: dict[str, Any]) -> list[dict[str, Any]]:
+        """The task's Jobs, for a Job whose fire Forbid may hold back behind another of its CronJobs' runs; none
+        (admitted as it comes) when they cannot be read in time."""
+        found = job_of(review)
+        check = admission.forbid_check(*found) if found is not None and cluster is not None else None
+        if check is None or cluster is None:
+            return []
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(reviews, lambda: cluster.list_task_jobs(*check)), 4)
+        except Exception as error:
+            log.warning("could not read the Jobs of task %s of %s/%s: %s", check[2], check[0], check[1], error)
+            return []
+
     async def answer(review: dict[str, Any], *, webhook: str | None, **_: Any) -> dict[str, Any]:
         started = time.monotonic()
         try:
             if webhook == admission.KEY_JOBS and "keys" in serving.kinds:
-                return key_job(review, datetime.now(UTC))
+                return key_job(review, datetime.now(UTC), await task_jobs(review))
             if webhook == admission.CHECK_APPSCHEDULES and "validation" in serving.kinds:
                 return await check_appschedule(review, lambda r: loop.run_in_executor(reviews, review_access, r))
             raise aiohttp.web.HTTPNotFound(reason=f"no webhook {webhook!r} here")
@@ -257,18 +272,28 @@ def _configure(serving: Serving) -> None:
                 time.sleep(2)
 
 
-def key_job(review: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """The key webhook's answer: the Job keyed; admitted unkeyed, never refused, if anything goes wrong (the
-    ledger then reports KeyNotInjected). Refused only for a fire inside one of its task's blackouts."""
+def job_of(review: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | None:
+    """The Job a key review is about, and its namespace."""
     request = review.get("request")
     job = request.get("object") if isinstance(request, Mapping) else None
-    if not isinstance(job, Mapping):
+    if not isinstance(job, Mapping) or not isinstance(request, Mapping):
+        return None
+    return job, str(request.get("namespace") or "")
+
+
+def key_job(review: Mapping[str, Any], now: datetime, others: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The key webhook's answer: the Job keyed; admitted unkeyed, never refused, if anything goes wrong (the
+    ledger then reports KeyNotInjected). Refused only for a fire inside one of its task's blackouts. ``others``:
+    the task's Jobs, read when admission.forbid_check asks for them."""
+    found = job_of(review)
+    if found is None:
         return admission.respond(review)
+    job, _ = found
     try:
         refusal = admission.blackout_refusal(job)
         if refusal is not None:
             return admission.respond(review, refusal=refusal)
-        return admission.respond(review, patch=admission.json_patch(job, admission.mutate_job(job, now)))
+        return admission.respond(review, patch=admission.json_patch(job, admission.mutate_job(job, now, others)))
     except Exception:
         name = job.get("metadata", {}).get("name") if isinstance(job.get("metadata"), Mapping) else None
         log.exception("could not key Job %s; admitted without its key", name)
