@@ -136,13 +136,17 @@ class Operator(Process):
         """Start it and wait until ``ready`` appears in what it logs from now on; fails if it exits first."""
         mark = self.size()
         self.start()
-        wait_for(
-            lambda: ready in self.text(mark),
-            timeout=timeout,
-            what=f"{self.name} to log {ready!r}",
-            interval=0.1,
-            guard=self.guard,
-        )
+        try:
+            wait_for(
+                lambda: ready in self.text(mark),
+                timeout=timeout,
+                what=f"{self.name} to log {ready!r}",
+                interval=0.1,
+                guard=self.guard,
+            )
+        except BaseException:  # never left running: it would hold its ports and retry for whoever comes next
+            self.stop()
+            raise
 
     def reconciles(self, namespace: str, name: str) -> list[dict[str, object]]:
         """The reconciles of one AppSchedule it logged (with ``--log-format json``)."""

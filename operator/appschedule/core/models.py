@@ -533,9 +533,15 @@ class Task(TaskSettings):
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": "(has(self.schedule) && self.schedule != '') != has(self.schedules)",
-                    "message": "give schedule, or schedules for several, not both",
-                }
+                    "rule": "has(self.schedules) || (has(self.schedule) && self.schedule != '')",
+                    "message": "schedule is required (or schedules, for several)",
+                    "fieldPath": ".schedule",
+                },
+                {
+                    "rule": "!has(self.schedules) || !has(self.schedule) || self.schedule == ''",
+                    "message": "give schedule or schedules, not both",
+                    "fieldPath": ".schedule",
+                },
             ]
         },
     )
