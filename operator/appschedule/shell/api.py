@@ -138,28 +138,16 @@ class Cluster:
                     return None
                 raise
 
-    def list_jobs(self, namespace: str, appschedule: str) -> list[dict[str, Any]]:
-        """The Jobs labelled with this AppSchedule's name, as the API server has them now (not a cache)."""
+    def list_jobs(
+        self, namespace: str, appschedule: str, task: str | None = None, timeout: Any = None
+    ) -> list[dict[str, Any]]:
+        """The Jobs labelled with this AppSchedule's name (and ``task``'s), as the API server has them now (not a
+        cache): for a backfill's Jobs, and for the key webhook's Forbid across a task's CronJobs."""
+        selector = f"{naming.LABEL_APPSCHEDULE}={appschedule}" + (f",{naming.LABEL_TASK}={task}" if task else "")
         with self._call(namespace):
             body = self._json(
                 self.batch.list_namespaced_job(
-                    namespace,
-                    label_selector=f"{naming.LABEL_APPSCHEDULE}={appschedule}",
-                    _preload_content=False,
-                    _request_timeout=self.timeout,
-                )
-            )
-        return [item for item in body.get("items") or [] if isinstance(item, dict)]
-
-    def list_task_jobs(self, namespace: str, appschedule: str, task: str) -> list[dict[str, Any]]:
-        """The Jobs of one task, as the API server has them now (the key webhook's Forbid across a task's CronJobs)."""
-        with self._call(namespace):
-            body = self._json(
-                self.batch.list_namespaced_job(
-                    namespace,
-                    label_selector=f"{naming.LABEL_APPSCHEDULE}={appschedule},{naming.LABEL_TASK}={task}",
-                    _preload_content=False,
-                    _request_timeout=REVIEW_TIMEOUT,
+                    namespace, label_selector=selector, _preload_content=False, _request_timeout=timeout or self.timeout
                 )
             )
         return [item for item in body.get("items") or [] if isinstance(item, dict)]

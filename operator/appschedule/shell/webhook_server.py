@@ -175,7 +175,7 @@ def _webhook_application(*args: Any, **kwargs: Any) -> aiohttp.web.Application:
 async def _webhooks(serving: Serving) -> None:
     import kopf
 
-    from .api import Cluster, api_client
+    from .api import REVIEW_TIMEOUT, Cluster, api_client
 
     assert serving.files is not None
     # kopf's server makes a plain aiohttp Application, which refuses a request over 1 MiB with 413 (the API
@@ -211,7 +211,9 @@ async def _webhooks(serving: Serving) -> None:
         if check is None or cluster is None:
             return []
         try:
-            return await asyncio.wait_for(loop.run_in_executor(reviews, lambda: cluster.list_task_jobs(*check)), 4)
+            return await asyncio.wait_for(
+                loop.run_in_executor(reviews, lambda: cluster.list_jobs(*check, timeout=REVIEW_TIMEOUT)), 4
+            )
         except Exception as error:
             log.warning("could not read the Jobs of task %s of %s/%s: %s", check[2], check[0], check[1], error)
             return []
