@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from appschedule import plugin
 from appschedule.core import admission, cronjobs, naming, render
 from appschedule.core.admission import check_appschedule, mutate_job
 from appschedule.core.reconcile import plan
@@ -342,3 +343,39 @@ def test_the_ledger_counts_a_fire_held_back_behind_another_cronjobs_run_as_skipp
     counts = after.status["tasks"][0]["counts"]
     assert counts["runs"] == 1 and counts["duplicates"] == 0, counts
     assert counts["skipped"] == 1 and counts["missed"] == 2, counts  # 09:03 held back; 09:01 and 09:04 had no Job
+
+
+def test_catch_up_names_each_missed_fire_as_the_cronjob_that_runs_that_minute_would() -> None:
+    doc = shop(schedules=["*/2 * * * *", "* * 7 * *"], catchUpWindow="10m", concurrencyPolicy="Allow")
+    result = plan(world_of(doc, DEPLOYMENT), datetime(2026, 12, 7, 9, 0, 30, tzinfo=UTC))
+    existing = copy.deepcopy(result.apply)
+    for cronjob in existing:
+        cronjob["metadata"]["uid"] = f"cj-{cronjob['metadata']['name']}"
+        cronjob["metadata"]["creationTimestamp"] = "2026-12-07T09:00:30Z"
+    after = plan(
+        world_of({**doc, "status": result.status}, DEPLOYMENT, existing), datetime(2026, 12, 7, 9, 5, 30, tzinfo=UTC)
+    )  # the controller started nothing: 09:01 to 09:04 missed, within the window
+    made = [(j["metadata"]["name"], j["metadata"]["ownerReferences"][0]["name"]) for j in after.create]
+    assert made == [
+        ("shop-sync-s1-29943901", "shop-sync-s1"),
+        ("shop-sync-29943902", "shop-sync"),
+        ("shop-sync-s1-29943903", "shop-sync-s1"),
+        ("shop-sync-29943904", "shop-sync"),
+    ]
+    assert all(j["metadata"]["annotations"][naming.ANNOTATION_RUN_KIND] == "catch-up" for j in after.create)
+
+
+def test_a_backfill_and_a_rerun_take_the_union_of_the_schedules() -> None:
+    first = cronjobs.with_hash(
+        render.render(shop(schedules=["0 9 * * 1-5", "0 12 * * 0,6"]), DEPLOYMENT).cronjobs["sync"]
+    )
+    start, end = datetime(2026, 10, 23, tzinfo=UTC), datetime(2026, 10, 27, tzinfo=UTC)  # Berlin falls back on the 25th
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    _, fires = plugin.backfill_entry(first, "sync", start, end, 1, 100, now)
+    assert fires == union_by_parts(["0 9 * * 1-5", "0 12 * * 0,6"], "Europe/Berlin", start, end)
+    assert [f.hour for f in fires] == [7, 10, 11, 8]  # Friday 09:00 CEST, the weekend noons (CEST, CET), Monday (CET)
+    assert plugin.asked_time("rerun", now, first, datetime(2026, 10, 25, 11, tzinfo=UTC)) == datetime(
+        2026, 10, 25, 11, tzinfo=UTC
+    )  # Sunday noon CET: a fire of the second schedule
+    with pytest.raises(plugin.PluginError, match="not a fire"):
+        plugin.asked_time("rerun", now, first, datetime(2026, 10, 25, 8, tzinfo=UTC))  # 09:00 on a Sunday
