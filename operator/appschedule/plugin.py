@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from .core import blackout, keys, naming, pause, render, runs
+from .core import blackout, keys, naming, pause, render, runs, view
 from .core.schedule import ScheduleError, fires_after, next_fire, parse, previous_fire, repeat_of
 from .core.schedule import check_time_zone as schedule_zone
 
@@ -426,7 +426,7 @@ def _job_run(job: Mapping[str, Any]) -> dict[str, Any] | None:
     meta, status = _dict(job.get("metadata")), _dict(job.get("status"))
     annotations = _dict(meta.get("annotations"))
     idle = annotations.get(naming.ANNOTATION_RUN_BY) or annotations.get(naming.ANNOTATION_BLOCKED_BY)
-    if idle and _dict(job.get("spec")).get("completions") == 0:
+    if idle and view.idle(_dict(job.get("spec")).get("completions")):
         return None
     stated = next(
         (

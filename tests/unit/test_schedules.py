@@ -379,3 +379,61 @@ def test_a_backfill_and_a_rerun_take_the_union_of_the_schedules() -> None:
     )  # Sunday noon CET: a fire of the second schedule
     with pytest.raises(plugin.PluginError, match="not a fire"):
         plugin.asked_time("rerun", now, first, datetime(2026, 10, 25, 8, tzinfo=UTC))  # 09:00 on a Sunday
+
+
+def made(doc: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+    """The CronJobs a first plan applies, as the API server then holds them."""
+    found = copy.deepcopy(plan(world_of(doc, DEPLOYMENT), now).apply)
+    for cronjob in found:
+        cronjob["metadata"]["uid"] = f"uid-{cronjob['metadata']['name']}"
+    return found
+
+
+def test_a_task_another_appschedule_keeps_loses_every_cronjob_and_part_names_are_reserved() -> None:
+    now = datetime(2026, 12, 7, 9, 0, 30, tzinfo=UTC)
+    older = shop(schedule="0 3 * * *")
+    older["metadata"].update(name="other", uid="u0", creationTimestamp="2026-01-01T00:00:00Z")
+    doc = shop(schedules=["*/2 * * * *", "* * 7 * *"])
+    lost = plan(world_of(doc, DEPLOYMENT, [*made(doc, now), *made(older, now)], siblings=[older]), now)
+    assert lost.delete == ["shop-sync", "shop-sync-s1"] and not lost.apply
+    # AppSchedule shop-sync's task s1 would be named as shop's second schedule of sync: the older one keeps it
+    named = shop(schedule="0 3 * * *")
+    named["metadata"].update(name="shop-sync", uid="u2", creationTimestamp="2026-01-01T00:00:00Z")
+    named["spec"]["tasks"][0]["name"] = "s1"
+    younger = plan(world_of(doc, DEPLOYMENT, siblings=[named]), now)
+    assert not younger.apply
+    ready = next(c for c in younger.status["conditions"] if c["type"] == "Ready")
+    assert "'shop-sync-s1'" in ready["message"] and "the older one keeps it" in ready["message"], ready
+    assert [m["metadata"]["name"] for m in plan(world_of(named, DEPLOYMENT, siblings=[doc]), now).apply] == [
+        "shop-sync-s1"
+    ]
+
+
+def test_an_odd_part_annotation_is_the_first_part_and_breaks_nothing() -> None:
+    for value in ("²", "-1", "999", "", "1.0", "٣"):
+        assert render.part_of({"annotations": {naming.ANNOTATION_PART: value}}) == 0, value
+    now = datetime(2026, 12, 7, 9, 0, 30, tzinfo=UTC)
+    doc = shop(schedules=["*/2 * * * *", "* * 7 * *"])
+    existing = made(doc, now)
+    existing[1]["metadata"]["annotations"][naming.ANNOTATION_PART] = "²"  # a hand edit
+    again = plan(world_of(doc, DEPLOYMENT, existing), now)  # read, never raised
+    assert again.status["tasks"][0]["cronJob"] == "shop-sync" and not again.delete
+
+
+def test_what_several_schedules_cannot_be_is_refused_naming_the_field() -> None:
+    replace = check_appschedule(shop(schedules=["0 9 * * *", "0 10 * * 1"], concurrencyPolicy="Replace"))
+    assert replace and "spec.tasks[0].concurrencyPolicy" in replace and "Replace" in replace, replace
+    piped = check_appschedule(shop(schedules=["0 9 * * * | 0 10 * * *", "0 11 * * *"]))
+    assert piped and "spec.tasks[0].schedules[0]" in piped and "one expression" in piped, piped
+    assert "required" not in (check_appschedule(shop(schedules=["0 9 * * *", "61 * * * *"])) or "")
+    wide = ",".join(["H"] * 45) + " 1 * * *"  # 97 characters, each H two digits once resolved
+    long = check_appschedule(shop(schedules=[wide] * 4))
+    assert long and "spec.tasks[0].schedules" in long and "at most 409" in long, long
+
+
+def test_hours_joined_into_every_hour_stay_apart_so_a_fall_back_keys_alike_in_every_zone() -> None:
+    for zone in ("Europe/Berlin", "America/New_York"):
+        union = parse("0 0-11 * * * | 0 12-23 * * *", zone)
+        assert union.cronjob_expressions == ("0 0-11 * * *", "0 12-23 * * *")
+    berlin = parse("0 0-11 * * * | 0 12-23 * * *", "Europe/Berlin")
+    assert repeat_of(berlin, datetime(2026, 10, 25, 1, tzinfo=UTC)) == datetime(2026, 10, 25, 0, tzinfo=UTC)

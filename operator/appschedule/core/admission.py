@@ -41,7 +41,7 @@ from .render import part_of, render
 from .runs import BackfillRequest
 from .schedule import Schedule, ScheduleError, check_time_zone, is_fire, parse
 from .status import summarize
-from .view import project_calendar
+from .view import idle, project_calendar
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def blocking_run(job: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) ->
             continue
         if _dict(theirs.get("annotations")).get(naming.ANNOTATION_RUN_KIND) in naming.RUN_KINDS:
             continue
-        if _dict(other.get("spec")).get("completions") == 0:
+        if idle(_dict(other.get("spec")).get("completions")):
             continue
         ended = any(
             _dict(c).get("status") == "True" and _dict(c).get("type") in ("Complete", "Failed")

@@ -527,6 +527,19 @@ def _unique_names(items: list[Blackout] | None) -> list[Blackout] | None:
 Blackouts = Annotated[list[Blackout] | None, AfterValidator(_unique_names)]
 
 
+def _one_expression(text: str) -> str:
+    if "|" in text:
+        raise ValueError(f"{text!r}: one expression an item; give each of several as an item of schedules")
+    return text
+
+
+OneSchedule = Annotated[
+    str,
+    Field(min_length=1, max_length=SCHEDULES_ITEM_MAX, json_schema_extra={"pattern": r"^[^|]*$"}),
+    AfterValidator(_one_expression),
+]
+
+
 class Task(TaskSettings):
     model_config = ConfigDict(
         **Model.model_config,
@@ -552,7 +565,7 @@ class Task(TaskSettings):
         description="Name of the task: a DNS label (lower-case letters, digits, '-'), unique within the "
         "namespace across AppSchedules. Part of the CronJob's name and of every run's idempotency key.",
     )
-    schedules: list[Annotated[str, Field(min_length=1, max_length=SCHEDULES_ITEM_MAX)]] | None = Field(
+    schedules: list[OneSchedule] | None = Field(
         None,
         min_length=2,
         max_length=SCHEDULES_MAX,
@@ -600,6 +613,8 @@ class Task(TaskSettings):
     @classmethod
     def _one_schedule(cls, given: str, info: ValidationInfo) -> str:
         """schedule or schedules, not both; ``schedule`` then holds the union as every reader takes it (``A | B``)."""
+        if "schedules" not in info.data:  # given, and refused (said there): nothing more to say here
+            return given
         several = info.data.get("schedules")
         if several is not None:
             joined = " | ".join(several)

@@ -54,12 +54,19 @@ def conflicts(world: World, tasks: Mapping[str, int]) -> dict[str, SpecError]:
         mine = cronjob in world.cronjobs and world.cronjobs[cronjob].ours(view)
         where = f"spec.tasks[{index}].name"
         holder = world.held_elsewhere.get(task)
+        part = next((n for n in view.task_cronjobs(task)[1:] if n in named), None)
         runs_as = f"CronJob {holder.name!r} of AppSchedule {holder.appschedule!r}" if holder else ""
         if mine and task in world.held_elsewhere and task in senior:
             # two CronJobs for one task (made before this rule): the older AppSchedule keeps its own
             why = (
                 f"also runs as {runs_as}; AppSchedule {senior[task]!r} is "
                 "older and keeps the task, so this AppSchedule's CronJob for it is removed"
+            )
+        elif part is not None:
+            claim = named[part]
+            why = (
+                f"the CronJob name {part!r}, for one of its schedules, is also that of AppSchedule "
+                f"{claim.appschedule!r} (task {claim.name!r}); the older one keeps it"
             )
         elif mine:
             continue

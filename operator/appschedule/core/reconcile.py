@@ -121,7 +121,9 @@ def plan(
         kept = {t for t in [*(e.task for e in errors if e.task), *rejected, *failed] if t}
         keep |= {naming.cronjob_name(view.name, t) for t in kept}
         keep |= {n for n, c in ours.items() if c.task in kept and part_of(c.metadata)}
-        keep -= {naming.cronjob_name(view.name, t) for t, e in _conflicting(errors).items()}
+        lost = _conflicting(errors)  # a task another AppSchedule keeps: every CronJob of it goes
+        keep -= {naming.cronjob_name(view.name, t) for t in lost}
+        keep -= {n for n, c in ours.items() if c.task in lost}
         controlled = [n for n, c in ours.items() if c.controller == view.uid]  # never one we only label
         result.delete = cronjobs.to_delete(controlled, keep)
 
@@ -141,7 +143,9 @@ def plan(
             running.setdefault(task, (source, world.cronjobs[source].spec))
     names = list(dict.fromkeys([*view.declared, *running]))
     now_text = keys.rfc3339(now)
-    ready = status.ready_condition(errors, len(desired), view.deployment, view.status, view.generation, now_text)
+    ready = status.ready_condition(
+        errors, len(desired) + len(parts), view.deployment, view.status, view.generation, now_text
+    )
     runs = _ledgers(world, running, rendered, now, result)
     backfills = _backfills(world, running, now, result)
     # a task's pause and its runs' problems, a group each: the paused first, an unreadable annotation before all
@@ -408,11 +412,14 @@ def _ledgers(
         advanced[task] = step
         out.release.extend(step.release)
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)
+        names = {j.name for j in world.jobs.get(task, ())}
         for moment in step.starts:  # catch-up: the Job name the CronJob that runs the fire gives it
             runner = _runner(cronjob, config.schedule, moment)
             held = world.cronjobs.get(runner)
             if held is None or not held.uid or not held.ours(world.appschedule):
                 continue
+            if naming.catch_up_job_name(runner, moment.timestamp()) in names:
+                continue  # that CronJob's Job for it is there, doing no work (held back, or a time the ledger refused)
             manifest = {"metadata": {"name": runner, "namespace": held.namespace}, "spec": spec}
             owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": runner, "uid": held.uid,
                      "controller": True, "blockOwnerDeletion": False}  # fmt: skip

@@ -29,9 +29,11 @@ from pydantic import ValidationError
 
 from . import blackout, naming
 from .models import (
+    SCHEDULE_MAX,
     SPEC_BYTES_MAX,
     SPEC_FIELDS_BYTES_MAX,
     SPEC_MAP_LISTS,
+    UNION_TEXT_MAX,
     AppScheduleSpec,
     Blackout,
     Task,
@@ -250,6 +252,23 @@ def _check_task(task: Task, index: int, spec: AppScheduleSpec, settings: Mapping
             else _schedule_field(task, index, int(part[1]) if part else None)
         )
         errors.append(SpecError(field, text, task.name))
+    if UNION_SEPARATOR.strip() in task.schedule and not errors:
+        if len(task.schedule) > UNION_TEXT_MAX:
+            message = (
+                f"its schedules come to {len(task.schedule)} characters once H is resolved; at "
+                f"most {UNION_TEXT_MAX}, which the status holds: use fewer or shorter ones"
+            )
+            errors.append(SpecError(_schedule_field(task, index, None), message, task.name))
+        if settings["concurrencyPolicy"] == "Replace":
+            field = f"{where}.concurrencyPolicy" if task.concurrency_policy else "spec.defaults.concurrencyPolicy"
+            message = (
+                "Replace cannot hold across a task's several schedules (each runs as a CronJob of its own, which "
+                "replaces only its own runs): use Forbid or Allow for this task"
+            )
+            errors.append(SpecError(field, message, task.name))
+    elif len(task.schedule) > SCHEDULE_MAX:
+        message = f"comes to {len(task.schedule)} characters once H is resolved; at most {SCHEDULE_MAX}"
+        errors.append(SpecError(_schedule_field(task, index, None), message, task.name))
     for key in settings["podLabels"]:
         if key.startswith(RESERVED_LABEL_PREFIXES):
             source = f"{where}.podLabels" if key in (task.pod_labels or {}) else "spec.defaults.podLabels"
@@ -486,4 +505,4 @@ def part_of(metadata: Mapping[str, Any]) -> int:
     """Which of its task's schedules a CronJob (or its Job) runs: 0 for the first, or for anything unreadable."""
     annotations = metadata.get("annotations")
     value = annotations.get(naming.ANNOTATION_PART) if isinstance(annotations, Mapping) else None
-    return int(value) if isinstance(value, str) and value.isdigit() and len(value) < 3 else 0
+    return int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]{1,2}", value) else 0

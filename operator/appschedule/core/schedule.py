@@ -1075,7 +1075,10 @@ def _joined(a: Schedule, b: Schedule) -> Schedule | None:
     masks = list(ours)
     masks[field] = ours[field] | theirs[field]
     text = " ".join(_field_text(mask, i) for i, mask in enumerate(masks))
-    return parse(text, a.time_zone)
+    both = parse(text, a.time_zone)
+    if a.fixed_hours and b.fixed_hours and not both.fixed_hours:
+        return None  # every hour joined: a fall-back's second run would get a key of its own (repeat_of)
+    return both
 
 
 def _compared(schedule: Schedule) -> tuple[int, ...]:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from . import naming
-from .models import FAILURE_MAX, Blackout, CalendarSpec, printable
+from .models import FAILURE_MAX, SCHEDULES_MAX, Blackout, CalendarSpec, printable
 from .render import valid_tasks
 
 ANNOTATION_RESUMED = f"{naming.GROUP}/resumed"  # pause.py reads it
@@ -88,6 +88,13 @@ class AppScheduleView:
     declared: tuple[str, ...]  # task names as written, also of invalid tasks
     valid: frozenset[str]  # tasks that would get a CronJob if nothing else stood in the way
     resumed: str = ""  # its appschedule.dev/resumed annotation (pause.py): when each paused task was resumed
+    schedules: Mapping[str, int] = field(default_factory=dict)  # a task with several schedules: how many
+
+    def task_cronjobs(self, task: str) -> list[str]:
+        """The CronJob names a task holds: its own, and one for each further schedule it gives (whether or not its
+        schedules merge into fewer: the names stay reserved for it, so no other task can take one)."""
+        first = naming.cronjob_name(self.name, task)
+        return [naming.part_cronjob_name(first, i) for i in range(self.schedules.get(task, 1))]
 
     @property
     def key(self) -> Key:
@@ -108,7 +115,7 @@ class AppScheduleView:
         return (self.created, self.name)
 
     def cronjob_names(self) -> dict[str, str]:
-        return {naming.cronjob_name(self.name, t): t for t in self.declared}
+        return {name: t for t in self.declared for name in self.task_cronjobs(t)}
 
     @property
     def calendars(self) -> tuple[str, ...]:
@@ -167,6 +174,11 @@ def project_appschedule(body: Mapping[str, Any]) -> AppScheduleView:
         declared=declared,
         valid=frozenset(valid_tasks(spec)),
         resumed=str(_dict(meta.get("annotations")).get(ANNOTATION_RESUMED) or "")[:RESUMED_MAX],
+        schedules={
+            str(t["name"]): min(len(t["schedules"]), SCHEDULES_MAX)
+            for t in (tasks if isinstance(tasks, list) else [])
+            if isinstance(t, dict) and "name" in t and isinstance(t.get("schedules"), list) and len(t["schedules"]) > 1
+        },
     )
 
 
@@ -295,7 +307,8 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31 else 0
 
 
-def _idle(completions: object) -> bool:
+def idle(completions: object) -> bool:
+    """Whether a Job's spec.completions is 0: it runs nothing (admission.py)."""
     return isinstance(completions, int) and not isinstance(completions, bool) and completions == 0
 
 
@@ -329,7 +342,7 @@ def project_job(body: Mapping[str, Any]) -> JobView:
         outcome=outcome,
         reason=str(reason) if reason else None,
         finish_time=_text(status.get("completionTime")) or finish,
-        idle=_idle(_dict(body.get("spec")).get("completions")),
+        idle=idle(_dict(body.get("spec")).get("completions")),
     )
 
 
