@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -74,6 +75,9 @@ def newer_or_same(new: str, old: str) -> bool:
     return True
 
 
+_NO_SCHEDULES: Mapping[str, int] = MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class AppScheduleView:
     namespace: str
@@ -88,7 +92,7 @@ class AppScheduleView:
     declared: tuple[str, ...]  # task names as written, also of invalid tasks
     valid: frozenset[str]  # tasks that would get a CronJob if nothing else stood in the way
     resumed: str = ""  # its appschedule.dev/resumed annotation (pause.py): when each paused task was resumed
-    schedules: Mapping[str, int] = field(default_factory=dict)  # a task with several schedules: how many
+    schedules: Mapping[str, int] = field(default_factory=lambda: _NO_SCHEDULES)  # a task with several: how many
 
     def task_cronjobs(self, task: str) -> list[str]:
         """The CronJob names a task holds: its own, and one for each further schedule it gives (whether or not its
@@ -178,7 +182,8 @@ def project_appschedule(body: Mapping[str, Any]) -> AppScheduleView:
             str(t["name"]): min(len(t["schedules"]), SCHEDULES_MAX)
             for t in (tasks if isinstance(tasks, list) else [])
             if isinstance(t, dict) and "name" in t and isinstance(t.get("schedules"), list) and len(t["schedules"]) > 1
-        },
+        }
+        or _NO_SCHEDULES,  # one object for every AppSchedule without several schedules
     )
 
 
