@@ -187,12 +187,13 @@ async def _webhooks(serving: Serving) -> None:
     reviews = ThreadPoolExecutor(max_workers=REVIEW_THREADS, thread_name_prefix="review")
     loop = asyncio.get_running_loop()
     # the client is made before the first request (reading the kubeconfig or the ServiceAccount and building
-    # its TLS context takes a while), so no review waits for it
-    cluster = (
-        await loop.run_in_executor(reviews, lambda: Cluster(api_client()))
-        if serving.kinds & {"validation", "keys"}
-        else None
+    # its TLS context takes a while), so no review waits for it; the key webhook alone does not wait for it to
+    # start serving (a Job created meanwhile would be admitted unkeyed): it reads with it only the Jobs of a task
+    # with several schedules under Forbid, and such a review waits for it instead
+    made = (
+        loop.run_in_executor(reviews, lambda: Cluster(api_client())) if serving.kinds & {"validation", "keys"} else None
     )
+    cluster = await made if made is not None and "validation" in serving.kinds else None
 
     def review_access(review: dict[str, Any]) -> dict[str, Any]:
         assert cluster is not None
@@ -207,12 +208,13 @@ async def _webhooks(serving: Serving) -> None:
         """The task's Jobs, for a Job whose fire Forbid may hold back behind another of its CronJobs' runs; none
         (admitted as it comes) when they cannot be read in time."""
         found = job_of(review)
-        check = admission.forbid_check(*found) if found is not None and cluster is not None else None
-        if check is None or cluster is None:
+        check = admission.forbid_check(*found) if found is not None and made is not None else None
+        if check is None or made is None:
             return []
         try:
+            reader = await asyncio.wait_for(asyncio.shield(made), 4)
             return await asyncio.wait_for(
-                loop.run_in_executor(reviews, lambda: cluster.list_jobs(*check, timeout=REVIEW_TIMEOUT)), 4
+                loop.run_in_executor(reviews, lambda: reader.list_jobs(*check, timeout=REVIEW_TIMEOUT)), 4
             )
         except Exception as error:
             log.warning("could not read the Jobs of task %s of %s/%s: %s", check[2], check[0], check[1], error)
