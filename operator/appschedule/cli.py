@@ -282,7 +282,8 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
 
 
 def _print_imported(args: argparse.Namespace, stem: str, tasks: list[dict[str, object]], lines: list[str]) -> None:
-    """An import's AppSchedule on stdout (named ``--name``, else after ``stem``), ``lines`` as comments above it."""
+    """An import's AppSchedule on stdout (named ``--name``, else after ``stem``), ``lines`` as comments above it.
+    A ``$`` in a command or env value is written ``$$``, so Kubernetes passes it on as the app had it."""
     title = args.name or re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:40] or "imported"
     metadata: dict[str, object] = {"name": title}
     if args.namespace:
@@ -291,7 +292,7 @@ def _print_imported(args: argparse.Namespace, stem: str, tasks: list[dict[str, o
         "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
         "kind": "AppSchedule",
         "metadata": metadata,
-        "spec": {"deploymentRef": {"name": args.deployment}, "tasks": tasks},
+        "spec": {"deploymentRef": {"name": args.deployment}, "tasks": [naming.literal_task(t) for t in tasks]},
     }
     header = "".join(f"# {line}\n" for line in lines)
     sys.stdout.write(header + yaml.safe_dump(document, sort_keys=False, width=120))
@@ -352,7 +353,10 @@ def cmd_import_source(args: argparse.Namespace) -> int:
                 text = path.read_text()
                 recurring = rbsource.scan(text, str(path)) if rbsource.mentions(text) else pysource.Scan()
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-                unread.append(f"{path}: {str(error).splitlines()[0]}: not read")
+                mark = getattr(error, "problem_mark", None)  # a YAML error knows its line: say it
+                where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+                why = getattr(error, "problem", None) or str(error).splitlines()[0]
+                unread.append(f"{where}: {why}: not read")
                 continue
             found += recurring.found
             unfaithful += recurring.unfaithful

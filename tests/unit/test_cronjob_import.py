@@ -154,3 +154,22 @@ def test_the_old_cronjobs_runs_carry_the_tasks_key(deployment: dict[str, Any]) -
         assert keys[0] == keys[1], (fire, keys)
     # the second 02:30 of the fall-back is a repeat of the first: one key, as for the task's own CronJob
     assert keys[0].startswith("nightly-report@")
+
+
+def test_a_mount_of_another_source_at_the_deployments_path_and_resources_left_unset_are_said(
+    deployment: dict[str, Any],
+) -> None:
+    app = copy.deepcopy(deployment)
+    pod = app["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "config", "configMap": {"name": "web-config"}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "config", "mountPath": "/etc/app"}]
+    pod["containers"][0]["resources"] = {"requests": {"cpu": "500m"}}
+    body = cronjob()
+    template = body["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    template["volumes"] = [{"name": "config", "configMap": {"name": "report-config"}}]  # same name and path
+    template["containers"][0]["volumeMounts"] = [{"name": "config", "mountPath": "/etc/app"}]
+    left = "\n".join(cronjob_import.translate(body, app).left)
+    assert "volumeMounts /etc/app: the Deployment mounts another volume" in left
+    assert "resources: the CronJob set none; the task runs with the Deployment container's" in left
+    template["volumes"] = [{"name": "config", "configMap": {"name": "web-config"}}]  # the very same: nothing said
+    assert "volumeMounts" not in "\n".join(cronjob_import.translate(body, app).left)

@@ -58,7 +58,7 @@ def test_a_user_crontab_becomes_tasks_and_says_what_it_left() -> None:
     assert tasks["report"].task["command"] == [
         "/bin/bash",
         "-c",
-        "printf %s 'line one\nline two % done\n' | /app/bin/report",
+        "printf %s 'line one\nline two % done\n' | (\n/app/bin/report\n)",
     ]
     reasons = {s.source: s.reason for s in found.skipped}
     assert set(reasons) == {"crontab:9", "crontab:10", "crontab:11"}

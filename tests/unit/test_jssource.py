@@ -131,6 +131,11 @@ EXTRA = [  # forms the fixtures do not hold, in zones with daylight saving: ever
     ("0 0 1 */3 *", "Europe/Berlin"),  # EVERY_QUARTER
     ("0 9 * * mon-fri", "Australia/Sydney"),
 ]
+SEVENS = [  # day of week 7 (Sunday) in ranges and steps, as written for the framework: ours is cron_fields' five
+    ("0 0 * * 0-7/2", "Europe/Berlin"),
+    ("0 9 * * 5-7", "America/New_York"),
+    ("30 1 * * 1-7/3", "Europe/Berlin"),
+]
 
 
 def _transition_days(zone: str) -> set[datetime]:
@@ -154,6 +159,12 @@ def test_every_translation_fires_when_its_framework_does_but_where_its_notes_say
         cases.append((str(found.task["schedule"]), zone, written, framework, found.notes))
     for schedule, zone in EXTRA:
         for framework, written in (("node-cron", schedule), ("nest", f"0 {schedule}")):
+            notes = tuple(jssource.transition_notes(parse(schedule, zone), jssource.NEST if framework == "nest"
+                                                    else jssource.NODE_CRON, NOW))  # fmt: skip
+            cases.append((schedule, zone, written, framework, notes))
+    for written, zone in SEVENS:
+        schedule = jssource.cron_fields(written)
+        for framework in ("node-cron", "nest"):
             notes = tuple(jssource.transition_notes(parse(schedule, zone), jssource.NEST if framework == "nest"
                                                     else jssource.NODE_CRON, NOW))  # fmt: skip
             cases.append((schedule, zone, written, framework, notes))

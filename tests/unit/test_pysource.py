@@ -1,8 +1,8 @@
 """In-app schedules found in Python source (core/pysource.py, `appschedule import source`). APScheduler's
 translations are checked against APScheduler's own CronTrigger (a dev dependency) over a year in Europe/Berlin,
-both daylight-saving changes inside it. Celery itself cannot be installed beside the kubernetes client (it pins
-python-dateutil below 3, which kubernetes 37 refuses), so its translations are checked against croniter reading
-the same fields, Celery's crontab fields being cron's (day of week 0 = Sunday)."""
+both daylight-saving changes inside it. Celery's are checked against Celery's own crontab (a dev dependency): the
+wall-clock times its parsed fields match over 2026 against the task's fires in Europe/Berlin, and against
+croniter reading the same fields (Celery's crontab fields being cron's, day of week 0 = Sunday)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from croniter import croniter
 
 from appschedule.core import models
 from appschedule.core.pysource import apscheduler_cron, celery_cron, scan
-from appschedule.core.schedule import next_fire, parse
+from appschedule.core.schedule import fires_between, next_fire, parse
 
 ZONE = "Europe/Berlin"
 START = datetime(2026, 1, 1, tzinfo=ZoneInfo(ZONE)) - timedelta(seconds=1)
@@ -172,6 +172,51 @@ def test_celery_translations_fire_when_its_cron_fields_do(fields: dict[str, obje
     assert ours <= theirs and theirs - ours <= {after_gap}, f"{fields} -> {schedule}: {sorted(ours ^ theirs)[:4]}"
     if fields.get("hour") == 2:
         assert theirs - ours == {after_gap}  # the one difference: a CronJob skips it
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"hour": 7, "minute": 30, "day_of_week": 1},
+        {"minute": "*/15", "hour": "2"},  # every quarter of the hour Berlin skips in spring and repeats in autumn
+        {"minute": 0, "hour": [1, 13], "day_of_week": "sunday"},  # a list, a full day name
+        {"minute": {5, 35}, "hour": "9-17", "day_of_week": "mon-fri"},  # a set, a range of names
+        {"minute": 0, "hour": 0, "day_of_month": "1,15", "month_of_year": "*/3"},
+        {"minute": "0", "hour": "*/5", "day_of_week": "sat,sun"},
+    ],
+)
+def test_celery_translations_match_what_celerys_own_crontab_reads(fields: dict[str, object]) -> None:
+    from celery.schedules import crontab as celery_crontab  # type: ignore[import-untyped]
+
+    theirs = celery_crontab(**fields)
+    walls: set[datetime] = set()
+    day = datetime(2026, 1, 1)
+    while day.year == 2026:
+        if (
+            day.month in theirs.month_of_year
+            and day.day in theirs.day_of_month
+            and day.isoweekday() % 7 in theirs.day_of_week
+        ):
+            walls |= {day.replace(hour=h, minute=m) for h in theirs.hour for m in theirs.minute}
+        day += timedelta(days=1)
+    schedule = celery_cron(fields)
+    berlin = ZoneInfo("Europe/Berlin")
+    fires = fires_between(parse(schedule, "Europe/Berlin"), START, END - timedelta(seconds=1))
+    ours = {t.astimezone(berlin).replace(tzinfo=None) for t in fires}
+    absent = {w for w in walls - ours if w.replace(tzinfo=berlin).astimezone(UTC).astimezone(berlin).replace(
+        tzinfo=None) != w}  # fmt: skip
+    assert ours <= walls and walls - ours == absent, f"{fields} -> {schedule}: {sorted(walls ^ ours)[:4]}"
+    written = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    found = scan(CELERY_ONE.format(fields=written), "proj/celery.py", "proj.celery").found
+    assert [f.task["schedule"] for f in found] == [schedule]
+    if fields.get("hour") == "2":
+        assert absent and any("spring-forward" in n for n in found[0].notes)
+
+
+CELERY_ONE = (
+    "from celery.schedules import crontab\n"
+    "app.conf.beat_schedule = {{'one': {{'task': 'proj.tasks.one', 'schedule': crontab({fields})}}}}\n"
+)
 
 
 def test_the_command_reads_a_tree_and_says_what_it_could_not(tmp_path: Path) -> None:

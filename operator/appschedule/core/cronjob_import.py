@@ -124,6 +124,7 @@ def translate(cronjob: Mapping[str, Any], deployment: Mapping[str, Any], contain
         task["args"] = [str(a) for a in _list(theirs.get("args"))]
     _settings(spec, job, task, found.left)
     _differences(theirs, app, task, found.left)
+    _volumes(theirs, app, pod, app_pod, found.left)
     _pod(template, pod, app_pod, _dict(_dict(_dict(deployment.get("spec")).get("template"))), task, found.left)
     if sidecars:
         found.left.append(f"containers {', '.join(sidecars)}: a task runs one container, the Deployment's")
@@ -189,22 +190,50 @@ def _differences(theirs: Mapping[str, Any], app: Mapping[str, Any], task: dict[s
     resources = _dict(theirs.get("resources"))
     if resources and resources != _dict(app.get("resources")):
         task["resources"] = {k: v for k, v in resources.items() if k in ("limits", "requests")}
-    mounts = {str(_dict(m).get("mountPath")) for m in _list(app.get("volumeMounts"))}
-    missing = [
-        str(_dict(m).get("mountPath"))
-        for m in _list(theirs.get("volumeMounts"))
-        if str(_dict(m).get("mountPath")) not in mounts
-    ]
-    if missing:
-        left.append(
-            f"volumeMounts {', '.join(missing)}: the Deployment's container lacks them; a task mounts only the "
-            "Deployment's"
-        )
+    if not resources and _dict(app.get("resources")):
+        left.append("resources: the CronJob set none; the task runs with the Deployment container's")
     for key in ("workingDir", "securityContext"):
         if theirs.get(key) != app.get(key):
             left.append(
                 f"{key}: the task runs with the Deployment container's ({app.get(key)!r}, not {theirs.get(key)!r})"
             )
+
+
+def _volumes(
+    theirs: Mapping[str, Any],
+    app: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    app_pod: Mapping[str, Any],
+    left: list[str],
+) -> None:
+    """The CronJob's mounts the task does not get as they were: a path the Deployment's container does not mount,
+    or mounts from another source (a different ConfigMap, Secret, claim... or subPath) at the same path."""
+
+    def mounted(container: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+        volumes = {str(_dict(v).get("name")): {k: w for k, w in _dict(v).items() if k != "name"}
+                   for v in _list(spec.get("volumes"))}  # fmt: skip
+        return {
+            str(_dict(m).get("mountPath")): (
+                volumes.get(str(_dict(m).get("name"))),
+                _dict(m).get("subPath"),
+                bool(_dict(m).get("readOnly")),
+            )
+            for m in _list(container.get("volumeMounts"))
+        }
+
+    ours, app_mounts = mounted(theirs, pod), mounted(app, app_pod)
+    missing = [path for path in ours if path not in app_mounts]
+    if missing:
+        left.append(
+            f"volumeMounts {', '.join(missing)}: the Deployment's container lacks them; a task mounts only the "
+            "Deployment's"
+        )
+    other = [path for path in ours if path in app_mounts and ours[path] != app_mounts[path]]
+    if other:
+        left.append(
+            f"volumeMounts {', '.join(other)}: the Deployment mounts another volume (or subPath, or readOnly) there; "
+            "the task gets the Deployment's"
+        )
 
 
 def _pod(

@@ -15,7 +15,8 @@ What a line may be, as crontab(5) has it:
 * an entry: five fields or an ``@`` nickname, then (a system crontab: ``/etc/crontab``, ``/etc/cron.d``) the
   user, then the command. In the command the first unescaped ``%`` ends it; what follows is its standard
   input, each further ``%`` a newline (``\\%`` is a ``%``), ended by a newline. The task runs ``SHELL -c
-  command``, its input, if any, piped from ``printf``.
+  command``, its input, if any, piped from ``printf`` into a subshell that runs the whole command line. The printed
+  AppSchedule writes each ``$`` as ``$$`` (``naming.literal_text``): the shell then sees what cron gave it.
 
 What does not carry over, and why:
 
@@ -82,19 +83,33 @@ def _value(text: str) -> str:
     return text
 
 
-def _weekday_seven(field_text: str) -> str:
-    """Day of week with 7 (Sunday, as cron reads it) written as 0: ``5-7`` becomes ``5-6,0``."""
-    items = []
+def weekday_seven(field_text: str) -> str:
+    """Day of week with 7 (Sunday, as cron, node-cron and Nest's ``cron`` read it) written as 0, which the CronJob
+    controller needs. An item naming 7 becomes the days it matches, each 7 as 0 (``5-7`` is ``5,6,0``; ``1-7/2``
+    is ``1,3,5,0``); an item without 7 is kept as written, and one that is not numbers is left for the
+    schedule's parser to judge."""
+    kept: list[str] = []
+    days: list[int] = []
     for item in field_text.split(","):
-        body, _, step = item.partition("/")
-        low, dash, high = body.partition("-")
-        if dash and high == "7" and not step:
-            items.append(f"{low}-6,0" if low != "7" else "0")
-        elif not dash and body == "7":
-            items.append("0" + (f"/{step}" if step else ""))
-        else:
-            items.append(item)
-    return ",".join(items)
+        body, slash, step_text = item.partition("/")
+        low_text, dash, high_text = body.partition("-")
+        bounds = [low_text, high_text] if dash else [low_text]
+        if "7" not in bounds or not all(b.isdigit() for b in bounds) or (slash and not step_text.isdigit()):
+            kept.append(item)
+            continue
+        low = int(low_text)
+        high = int(high_text) if dash else (7 if slash else low)  # cron's a/n: from a to the last day, by n
+        step = int(step_text) if slash else 1
+        if step < 1 or high < low:
+            kept.append(item)
+            continue
+        if dash and not slash and low < 6:  # a-7, kept as a range: a-6,0
+            kept.append(f"{low}-6")
+            days.append(0)
+            continue
+        days += [d % 7 for d in range(low, high + 1, step)]
+    written = [str(d) for d in sorted(set(days), key=days.index) if str(d) not in kept]
+    return ",".join(kept + written)
 
 
 def _both_days(fields: list[str]) -> bool:
@@ -191,6 +206,44 @@ def skipped_hours(schedule: Schedule, now: datetime) -> list[datetime]:
     return found[:3]
 
 
+def repeated_hours(schedule: Schedule, now: datetime) -> list[datetime]:
+    """The wall-clock minutes the schedule names that its zone repeats (a fall-back) within a year from ``now``, at
+    most 3."""
+    zone = schedule.zone
+    found: list[datetime] = []
+    day = now.astimezone(zone).date()
+    for _ in range(367):
+        start = datetime(day.year, day.month, day.day, tzinfo=zone)
+        if start.utcoffset() != (start + timedelta(days=1)).utcoffset():
+            for minute in range(24 * 60):
+                wall = datetime(day.year, day.month, day.day) + timedelta(minutes=minute)
+                first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
+                repeated = first.utcoffset() != second.utcoffset() and first.astimezone(UTC) < second.astimezone(UTC)
+                if repeated and matches_wall(schedule, wall):
+                    found.append(wall)
+                    if len(found) >= 3:
+                        return found
+        day += timedelta(days=1)
+    return found
+
+
+def transition_notes(schedule: Schedule, framework: str, now: datetime, *, runs_skipped: bool) -> list[str]:
+    """How the task's fires differ from ``framework``'s on the days its zone changes: the CronJob controller skips
+    a wall-clock time the spring-forward gap skips (``runs_skipped``: the framework runs it just after the change),
+    and fires a repeated one twice (both runs carry one key unless every hour fires) where the framework fires
+    once."""
+    notes = []
+    gaps = skipped_hours(schedule, now)
+    if gaps and runs_skipped:
+        notes.append(f"{framework} runs a fire of the hour a spring-forward skips just after the change; a "
+                     f"CronJob skips it ({gaps[0]:%Y-%m-%d %H:%M} {schedule.time_zone})")  # fmt: skip
+    repeats = repeated_hours(schedule, now)
+    if repeats:
+        notes.append(f"a fire in the hour a fall-back repeats runs twice as a CronJob, once in {framework} "
+                     f"({repeats[0]:%Y-%m-%d %H:%M} {schedule.time_zone})")  # fmt: skip
+    return notes
+
+
 def read(text: str, filename: str, now: datetime, *, system: bool = False, time_zone: str = "UTC") -> Crontab:
     """The tasks a crontab means. ``system``: the ``/etc/crontab`` form (a user field after the schedule);
     ``time_zone``: the zone the host's cron read schedules in, for the entries before any ``CRON_TZ``; ``now``:
@@ -244,12 +297,12 @@ def read(text: str, filename: str, now: datetime, *, system: bool = False, time_
             rest = parts[5]
             if any("H" in f for f in fields):  # this project's hashed forms: cron refuses them
                 raise CrontabError(f"{where}: 'H' is not cron's: {line!r}")
-            fields[4] = _weekday_seven(fields[4])
+            fields[4] = weekday_seven(fields[4])
             schedule = " ".join(fields)
         notes: list[str] = []
         if system:
-            user, _, rest = rest.strip().partition(" ")
-            rest = rest.strip()
+            words = rest.split(None, 1)  # the user, then the command: spaces or tabs between (Debian's /etc/crontab)
+            user, rest = (words[0], words[1].strip()) if len(words) == 2 else (rest.strip(), "")
             if not rest:
                 raise CrontabError(f"{where}: a system crontab entry needs a user and a command: {line!r}")
             notes.append(f"ran as user {user!r}: the Job runs as its image's user")
@@ -274,7 +327,8 @@ def read(text: str, filename: str, now: datetime, *, system: bool = False, time_
         command = command.rstrip()
         if stdin is not None and not stdin.endswith("\n"):
             stdin += "\n"  # cron ends the input with a newline
-        script = command if stdin is None else f"printf %s {shlex.quote(stdin)} | {command}"
+        # cron gives the input to the shell that runs the whole command line (``a && b``: both may read it)
+        script = command if stdin is None else f"printf %s {shlex.quote(stdin)} | (\n{command}\n)"
         task: dict[str, object] = {
             "name": _task_name(command, taken),
             "schedule": schedule,

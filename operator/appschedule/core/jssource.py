@@ -23,7 +23,10 @@ A task runs the scheduled function in the Job's own process:
 Both frameworks read five fields (minute first) or six (seconds first). What has no faithful translation is
 listed with the reason, never changed: a seconds field other than 0; both day of month and day of week
 restricted (node-cron fires on days matching both, a CronJob on days matching either); ``L``, ``W``, ``#``,
-``?``; a ``utcOffset``; a value that is not a literal (a schedule built at run time).
+``?``; a ``utcOffset``; node-cron's ``maxExecutions`` (a count kept in the process); a value that is not a
+literal (a schedule built at run time). Day of week 7 is Sunday to both: ``5-7`` becomes ``5-6,0`` and ``0-7/2``
+the days it matches, ``0,2,4,6`` (crontab.weekday_seven). node-cron's ``scheduled: false`` (the app starts the
+task itself) makes the task suspended, with a note.
 """
 
 from __future__ import annotations
@@ -32,12 +35,13 @@ import json
 import posixpath
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from .crontab import skipped_hours
+from .crontab import transition_notes as crontab_transition_notes
+from .crontab import weekday_seven
 from .pysource import Found, Scan, Unfaithful
-from .schedule import Schedule, matches_wall, parse
+from .schedule import Schedule, parse
 
 # @nestjs/schedule 6.0.1, dist/enums/cron-expression.enum.js (tests/unit/test_jssource.py compares it with the package)
 CRON_EXPRESSION = {
@@ -125,7 +129,7 @@ def cron_fields(expression: str, days_and: bool = True) -> str:
             "both, a CronJob on days matching either"
         )
     fields = [re.sub(r"\b0+(\d)", r"\1", f) for f in fields]  # 09 as 9
-    fields[4] = re.sub(r"\b7\b", "0", fields[4])  # Sunday as 7
+    fields[4] = weekday_seven(fields[4])  # Sunday as 7: 0-7/2 is 0,2,4,6; 5-7 is 5,6,0
     return " ".join(fields)
 
 
@@ -324,6 +328,9 @@ class _File:
             return self._unfaithful(call, NODE_CRON, f"{error} is not a literal: a schedule built at run time")
         if not isinstance(options, dict):
             options = {}
+        if options.get("maxExecutions") is not None:
+            return self._unfaithful(call, NODE_CRON, f"maxExecutions: {options['maxExecutions']!r} stops it after "
+                                    "that many runs, counted in the process: not a schedule")  # fmt: skip
         zone = options.get("timezone")
         try:
             schedule, parsed = translated(expression, zone)
@@ -337,6 +344,10 @@ class _File:
         if zone:
             task["timeZone"] = str(zone)
         notes = ["the module it imports must not start the scheduler or the server when imported"]
+        if options.get("scheduled") is False:  # node-cron 3: made stopped, started by the app's own task.start()
+            task["suspend"] = True
+            notes.append("scheduled: false (the app starts it with task.start()): imported suspended; unsuspend it "
+                         "where the app would have started it")  # fmt: skip
         if not zone:
             notes.append("node-cron used the process' zone (TZ, else the host's); the task's is spec.timeZone")
         if self.relative.endswith((".ts", ".tsx", ".mts", ".cts")):
@@ -475,41 +486,11 @@ class _File:
         self.scan.unfaithful.append(Unfaithful(self.where(node), self.code(node), framework, reason))
 
 
-def repeated_hours(schedule: Schedule, now: datetime) -> list[datetime]:
-    """The wall-clock minutes the schedule names that its zone repeats (a fall-back) within a year from ``now``, at
-    most 3."""
-    zone = schedule.zone
-    found: list[datetime] = []
-    day = now.astimezone(zone).date()
-    for _ in range(367):
-        start = datetime(day.year, day.month, day.day, tzinfo=zone)
-        if start.utcoffset() != (start + timedelta(days=1)).utcoffset():
-            for minute in range(24 * 60):
-                wall = datetime(day.year, day.month, day.day) + timedelta(minutes=minute)
-                first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
-                repeated = first.utcoffset() != second.utcoffset() and first.astimezone(UTC) < second.astimezone(UTC)
-                if repeated and matches_wall(schedule, wall):
-                    found.append(wall)
-                    if len(found) >= 3:
-                        return found
-        day += timedelta(days=1)
-    return found
-
-
 def transition_notes(schedule: Schedule, framework: str, now: datetime) -> list[str]:
-    """How the task's fires differ from the framework's on the days its zone changes (tests/unit/test_jssource.py
-    measures them against the frameworks): the CronJob controller skips a wall-clock time the spring-forward gap
-    skips, and fires a repeated one twice (both runs carry one key unless every hour fires)."""
-    notes = []
-    gaps = skipped_hours(schedule, now)
-    if gaps and framework == NEST:
-        notes.append(f"@nestjs/schedule runs a fire of the hour a spring-forward skips just after the change; a "
-                     f"CronJob skips it ({gaps[0]:%Y-%m-%d %H:%M} {schedule.time_zone})")  # fmt: skip
-    repeats = repeated_hours(schedule, now)
-    if repeats:
-        notes.append(f"a fire in the hour a fall-back repeats runs twice as a CronJob, once in {framework} "
-                     f"({repeats[0]:%Y-%m-%d %H:%M} {schedule.time_zone})")  # fmt: skip
-    return notes
+    """How the task's fires differ from node-cron's or Nest's on the days its zone changes (crontab.transition_notes;
+    tests/unit/test_jssource.py measures them against the frameworks): Nest runs a skipped hour's fire after the
+    change, node-cron does not."""
+    return crontab_transition_notes(schedule, framework, now, runs_skipped=framework == NEST)
 
 
 def words(name: str) -> str:

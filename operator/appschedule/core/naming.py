@@ -118,3 +118,26 @@ def backfill_job_name(appschedule: str, backfill: str, task: str, moment_timesta
     task and the backfill's ``identity`` (its range), and the fire's minute."""
     base = f"{appschedule}-{backfill}"[:38].rstrip("-.")
     return f"{base}-{short_hash(appschedule, backfill, task, identity, length=5)}-{fire_minutes(moment_timestamp)}"
+
+
+def literal_text(text: str) -> str:
+    """``text`` as a container's command, args or env value that Kubernetes passes on unchanged: it reads
+    ``$(NAME)`` there as a variable and ``$$`` as one ``$``, so every ``$`` is written ``$$`` (for what an
+    import carries over from a crontab or the app's code, where a ``$`` was the shell's)."""
+    return text.replace("$", "$$")
+
+
+def literal_task(task: dict[str, object]) -> dict[str, object]:
+    """An imported task with its command, args and env values as ``literal_text``."""
+    out = dict(task)
+    for key in ("command", "args"):
+        value = out.get(key)
+        if isinstance(value, list):
+            out[key] = [literal_text(v) if isinstance(v, str) else v for v in value]
+    env = out.get("env")
+    if isinstance(env, list):
+        out["env"] = [
+            {**e, "value": literal_text(e["value"])} if isinstance(e, dict) and isinstance(e.get("value"), str) else e
+            for e in env
+        ]
+    return out

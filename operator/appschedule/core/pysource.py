@@ -6,7 +6,10 @@ issue 35 item 2, the Python half): pure.
 * APScheduler 3: ``@<scheduler>.scheduled_job('cron', ...)`` on a function, ``<scheduler>.add_job(func, 'cron',
   ...)`` (also ``trigger='cron'``), ``add_job(func, CronTrigger(...))`` and ``CronTrigger.from_crontab('...')``;
 * Celery beat: a dict assigned to ``beat_schedule`` (``app.conf.beat_schedule = {...}``, a settings module's
-  ``CELERY_BEAT_SCHEDULE``/``beat_schedule``), each entry's ``'schedule': crontab(...)``.
+  ``CELERY_BEAT_SCHEDULE``/``beat_schedule``, ``app.conf.update(beat_schedule={...})``), each entry's
+  ``'schedule': crontab(...)``, and ``sender.add_periodic_task(crontab(...), task.s(...), name=...)``. A field
+  may be a number, a string, or a list or set of them; day names may be written in full. A ``solar`` schedule is
+  listed; so is a crontab the CronJob controller would not read (the translation is parsed as it would be).
 
 Each becomes a task that runs the function in the Job's own process (``python -c "from module import f; f()"``,
 with the entry's literal ``args``/``kwargs``), fires when the framework would (read the module docstrings of each
@@ -31,6 +34,8 @@ import ast
 import re
 import warnings
 from dataclasses import dataclass, field
+
+from .schedule import ScheduleError, parse
 
 _NAME_PART = re.compile(r"[^a-z0-9]+")
 _DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]  # APScheduler's order: 0 = mon
@@ -152,15 +157,51 @@ def apscheduler_cron(fields: dict[str, object]) -> tuple[str, str | None]:
     return schedule, None if zone is None else str(zone)
 
 
+_WEEKDAY_NAMES = {"sunday": "sun", "monday": "mon", "tuesday": "tue", "wednesday": "wed", "thursday": "thu",
+                  "friday": "fri", "saturday": "sat"}  # fmt: skip
+
+
+def _celery_field(name: str, value: object) -> str:
+    """One of Celery's crontab arguments as a cron field: a number, a string, or a list, tuple or set of them
+    (Celery takes each); full day names as cron's three letters (Celery reads both)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r}: not a cron field")
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    elif (
+        isinstance(value, list | tuple | set | frozenset)
+        and value
+        and all(isinstance(v, int | str) and not isinstance(v, bool) for v in value)
+    ):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else list(value)
+        text = ",".join(str(v).strip() for v in items)
+    else:
+        raise ValueError(f"{name}={value!r}: not a cron field")
+    if name == "day_of_week":
+        text = re.sub(r"[A-Za-z]+", lambda m: _WEEKDAY_NAMES.get(m[0].lower(), m[0]), text)
+    return re.sub(r"\s+", "", text)
+
+
 def celery_cron(fields: dict[str, object]) -> str:
     """Celery's ``crontab(minute, hour, day_of_week, day_of_month, month_of_year)`` as five cron fields (its
-    defaults are ``*``; day of week 0 = Sunday, as cron). Raises ValueError when it has no counterpart."""
+    defaults are ``*``; day of week 0 = Sunday, as cron). Raises ValueError when it has no counterpart, also when
+    the CronJob controller would not read the result (ScheduleError is one)."""
     names = ["minute", "hour", "day_of_week", "day_of_month", "month_of_year"]
-    values = {n: str(fields.get(n, "*")).strip() for n in names}
+    unknown = sorted(set(fields) - set(names))
+    if unknown:
+        raise ValueError(f"crontab({unknown[0]}=...): no cron field")
+    values = {n: _celery_field(n, fields.get(n, "*")) for n in names}
     if values["day_of_month"] != "*" and values["day_of_week"] != "*":
         raise ValueError("day_of_month and day_of_week are both restricted: Celery fires on days matching both, "
                          "a CronJob on days matching either")  # fmt: skip
-    return " ".join(values[n] for n in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"))
+    expression = " ".join(values[n] for n in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"))
+    try:
+        parse(expression)
+    except ScheduleError as error:
+        raise ValueError(f"{expression!r}: the CronJob controller would not run it: {error}") from None
+    return expression
 
 
 def _command(module: str, function: str, args: object = (), kwargs: object = None) -> list[str]:
@@ -225,6 +266,18 @@ class _Visitor(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "add_periodic_task":
+            self._periodic_task(node)
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "update" and \
+                (_dotted(node.func.value) or "").endswith("conf"):  # fmt: skip
+            for keyword in node.keywords:  # app.conf.update(beat_schedule={...})
+                if keyword.arg in BEAT_NAMES and isinstance(keyword.value, ast.Dict):
+                    self._celery(keyword.value)
+            for argument in node.args:  # app.conf.update({"beat_schedule": {...}})
+                if isinstance(argument, ast.Dict):
+                    for key, value in zip(argument.keys, argument.values, strict=False):
+                        if isinstance(key, ast.Constant) and key.value in BEAT_NAMES and isinstance(value, ast.Dict):
+                            self._celery(value)
         func = None
         if isinstance(node.func, ast.Attribute) and node.func.attr == "add_job":  # add_job(f, ...) or add_job(func=f)
             func = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "func"), None)
@@ -291,6 +344,33 @@ class _Visitor(ast.NodeVisitor):
 
     # -- Celery beat
 
+    def _periodic_task(self, node: ast.Call) -> None:
+        """``sender.add_periodic_task(schedule, sig, name=...)``: Celery's other form, one entry of the table."""
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        schedule = node.args[0] if node.args else kw.get("schedule")
+        sig = node.args[1] if len(node.args) > 1 else kw.get("sig")
+        if schedule is None or sig is None:
+            return
+        call = sig if isinstance(sig, ast.Call) else None  # task.s(...), task.si(...), task.signature(...)
+        if call is None or not isinstance(call.func, ast.Attribute) or call.func.attr not in ("s", "si", "signature"):
+            self._unfaithful(node, "Celery beat", "the task is not written task.s(...): write the task's command by "
+                             "hand")  # fmt: skip
+            return
+        target = _function_of(call.func.value, self.module)
+        if target is None:
+            self._unfaithful(node, "Celery beat", "the task is not a name: built at run time")
+            return
+        module, function = target
+        entry = ast.Dict(
+            keys=[ast.Constant("task"), ast.Constant("schedule"), ast.Constant("args"), ast.Constant("kwargs")],
+            values=[ast.Constant(f"{module}.{function}"), schedule, ast.List(elts=list(call.args), ctx=ast.Load()),
+                    ast.Dict(keys=[ast.Constant(k.arg) for k in call.keywords if k.arg],
+                             values=[k.value for k in call.keywords if k.arg])],
+        )  # fmt: skip
+        ast.copy_location(entry, node)
+        name = kw.get("name") or ast.Constant(function)
+        self._celery(ast.Dict(keys=[name], values=[entry]), code=node)
+
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             name = (_dotted(target) or "").rsplit(".", 1)[-1]
@@ -301,15 +381,24 @@ class _Visitor(ast.NodeVisitor):
                 self._celery(ast.Dict(keys=[target.slice], values=[node.value]))
         self.generic_visit(node)
 
-    def _celery(self, table: ast.Dict) -> None:
-        for key, entry in zip(table.keys, table.values, strict=False):
-            if key is None or not isinstance(entry, ast.Dict):
+    def _celery(self, table: ast.Dict, code: ast.AST | None = None) -> None:
+        for key, entry_node in zip(table.keys, table.values, strict=False):
+            if key is None or not isinstance(entry_node, ast.Dict):
                 continue
+            entry: ast.AST = code or entry_node
             try:
                 name = str(_literal(key))
-                fields = {str(_literal(k)): v for k, v in zip(entry.keys, entry.values, strict=False) if k is not None}
+                fields = {
+                    str(_literal(k)): v
+                    for k, v in zip(entry_node.keys, entry_node.values, strict=False)
+                    if k is not None
+                }
                 task_ref = str(_literal(fields["task"]))
                 schedule_node = fields["schedule"]
+                if isinstance(schedule_node, ast.Call) and (_dotted(schedule_node.func) or "").endswith("solar"):
+                    self._unfaithful(entry, "Celery beat", "solar(...) fires at sunrise, sunset or dusk of a place: "
+                                     "no cron schedule says that")  # fmt: skip
+                    continue
                 if not (
                     isinstance(schedule_node, ast.Call) and (_dotted(schedule_node.func) or "").endswith("crontab")
                 ):
@@ -336,7 +425,9 @@ class _Visitor(ast.NodeVisitor):
                 continue
             task: dict[str, object] = {"name": task_name(name), "schedule": schedule, "command": command}
             note = ("Celery's timezone setting (default UTC) applies; the task's zone is spec.timeZone (or "
-                    "--time-zone)")  # fmt: skip
+                    "--time-zone). In a zone with daylight saving, Celery runs a fire of the hour a spring-forward "
+                    "skips just after the change and one of the hour a fall-back repeats once; a CronJob skips the "
+                    "first and runs the second twice (both runs with one key)")  # fmt: skip
             self.scan.found.append(Found(task, self._where(entry), f"{name!r}: {self._code(entry)}", "Celery beat",
                                          (note,)))  # fmt: skip
 

@@ -11,9 +11,9 @@ Each entry becomes a task that runs the job in the Job's own process with ``bin/
 
 * Solid Queue: ``class: MyJob`` with ``args`` runs ``MyJob.perform_now(*args)``; ``command: "Code.here"`` runs
   the code;
-* sidekiq-cron: ``class: HardWorker`` with ``args`` runs ``HardWorker.new.perform(*args)`` (a hash of args is one
-  argument, as sidekiq-cron passes it); ``active_job: true`` runs ``perform_now``. ``status: disabled`` makes
-  the task suspended.
+* sidekiq-cron (a mapping of jobs, or a list of them each with its ``name``): ``class: HardWorker`` with
+  ``args`` runs ``HardWorker.new.perform(*args)`` (a hash of args is one argument, as sidekiq-cron passes it);
+  ``active_job: true`` runs ``perform_now``. ``status: disabled`` makes the task suspended.
 
 The args go through JSON (``JSON.parse``), as the YAML gave them: string keys, no symbols.
 """
@@ -75,6 +75,21 @@ def _days(text: str) -> str:
     return ",".join(found)
 
 
+def _zone_name(word: str) -> bool:
+    """Whether ``word`` (no slash) is a zone (``UTC``, ``GMT``, ``EST5EDT``), not a cron field (``MON``, ``5``)."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+\-]*", word) or word.lower()[:3] in _CRON_NAMES:
+        return False
+    try:
+        check_time_zone(word)
+    except ScheduleError:
+        return False
+    return True
+
+
+_CRON_NAMES = {"sun", "mon", "tue", "wed", "thu", "fri", "sat", "jan", "feb", "mar", "apr", "may", "jun", "jul",
+               "aug", "sep", "oct", "nov", "dec"}  # fmt: skip
+
+
 def fugit_cron(text: str) -> tuple[str, str | None]:
     """A Fugit schedule as five cron fields and its zone (None: the process' zone); FugitError saying why not."""
     words = " ".join(text.strip().split())
@@ -85,6 +100,8 @@ def fugit_cron(text: str) -> tuple[str, str | None]:
             check_time_zone(last[1])
         except ScheduleError as error:
             raise FugitError(str(error)) from None
+        words, zone = last[0], last[1]
+    elif len(last) == 2 and len(last[0].split()) in (5, 6) and _zone_name(last[1]):  # a zone without a slash: UTC
         words, zone = last[0], last[1]
     fields = words.split()
     cron_line = fields and len(fields) in (5, 6) and all(re.fullmatch(r"[0-9*/,\-A-Za-z#?LW]+", f) for f in fields)
@@ -143,7 +160,10 @@ def _args(value: Any) -> str:
 
 
 def _entries(document: Any) -> tuple[str, dict[str, Any]] | None:
-    """Which format a YAML document is and its entries, or None when it is neither."""
+    """Which format a YAML document is and its entries, or None when it is neither. sidekiq-cron also reads a
+    list of jobs, each with its ``name``: as the mapping form, keyed by those names."""
+    if isinstance(document, list) and document and all(isinstance(v, dict) and "cron" in v for v in document):
+        return SIDEKIQ_CRON, {str(v.get("name") or f"job-{i + 1}"): v for i, v in enumerate(document)}
     if not isinstance(document, dict):
         return None
     if any(isinstance(v, dict) and "cron" in v for v in document.values()):
@@ -162,8 +182,12 @@ def mentions(text: str) -> bool:
 
 
 def _lines(text: str) -> dict[str, int]:
-    """The line of each entry's key (a top-level or environment-level mapping key)."""
+    """The line of each entry's key (a top-level or environment-level mapping key), or of a listed job's ``name``."""
     found: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = re.match(r"^\s*-?\s*name:\s*['\"]?([^'\"#]+?)['\"]?\s*(#.*)?$", line)
+        if match:
+            found.setdefault(match[1], number)
     for number, line in enumerate(text.splitlines(), 1):
         match = re.match(r"^\s{0,4}([A-Za-z0-9_.\-]+):\s*(#.*)?$", line)
         if match:
