@@ -1,6 +1,8 @@
 """kubectl appschedule import cronjob --cut-over across real fires (issue 35 item 1): the old CronJob runs every fire
 up to the cut, the task's CronJob every fire after it, no fire twice and none lost, the same key on both sides. The
-cut is asked seconds before a fire, and the operator is killed in the middle of the hand-over."""
+cut is asked seconds before a fire, and the operator is killed in the middle of the hand-over. One of the two
+CronJobs is Forbid and its run never ends: the cut comes during that run, which then holds back the task's next
+fire as the CronJob's own run would."""
 
 from __future__ import annotations
 
@@ -29,9 +31,10 @@ def cut_world(api: client.ApiClient, namespace: str, operator: OperatorProcess) 
     return Namespaced(api, namespace)
 
 
-def legacy(world: Namespaced, name: str, script: str) -> None:
-    """A CronJob as a team has one today: every minute, its own env and deadline, Kubernetes' defaults otherwise."""
-    body = {
+def legacy(world: Namespaced, name: str, script: str, *, forbid_and_hang: bool = False) -> None:
+    """A CronJob as a team has one today: every minute, its own env and deadline, Kubernetes' defaults otherwise.
+    ``forbid_and_hang``: Forbid, and its runs never end (kwok keeps the pod running: stages.yaml)."""
+    body: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
         "metadata": {"name": name, "namespace": world.namespace},
@@ -58,6 +61,10 @@ def legacy(world: Namespaced, name: str, script: str) -> None:
             },
         },
     }
+    if forbid_and_hang:
+        body["spec"]["concurrencyPolicy"] = "Forbid"
+        template = body["spec"]["jobTemplate"]["spec"]["template"]
+        template["metadata"] = {"annotations": {"test.appschedule.dev/outcome": "hang"}}
     world.batch.create_namespaced_cron_job(world.namespace, body)
 
 
@@ -76,8 +83,14 @@ def test_a_cut_over_seconds_before_a_fire_with_the_operator_killed_midway(
     world: Namespaced, cluster: ClusterUnderTest, operator: OperatorProcess
 ) -> None:
     world.deployment()
+    # the old CronJobs are made in the minute before the fire B1, so B1 is their first: a hanging run of an earlier
+    # fire would have the Forbid one skip B1
+    left = seconds_to_next_minute()
+    if left < 40:
+        time.sleep(left + 1)
+    b1 = round(time.time() + seconds_to_next_minute())  # the boundary, to the second
     legacy(world, "legacy-report", "jobs/report.js")
-    legacy(world, "legacy-sweep", "jobs/sweep.js")
+    legacy(world, "legacy-sweep", "jobs/sweep.js", forbid_and_hang=True)  # its B1 run still runs at the cut
     # the import as printed: one task per CronJob, settings as they run, nothing written
     printed = plugin(cluster, "import", "cronjob", "legacy-report", "legacy-sweep", "--deployment", "web",
                      "-n", world.namespace)  # fmt: skip
@@ -92,11 +105,7 @@ def test_a_cut_over_seconds_before_a_fire_with_the_operator_killed_midway(
     assert world.cronjobs().keys() == {"legacy-report", "legacy-sweep"}
 
     # the cut asked 5-8 s before a fire B1: the operator holds the task's CronJob until that fire is the old one's
-    left = seconds_to_next_minute()
-    if left < 20:
-        time.sleep(left + 1)
-        left = seconds_to_next_minute()
-    b1 = round(time.time() + left)  # the boundary, to the second
+    assert time.time() < b1 - 12, "the import took too long to cut before B1"
     time.sleep(max(0.0, b1 - time.time() - 8))
     applied = plugin(cluster, "import", "cronjob", "legacy-report", "legacy-sweep", "--deployment", "web",
                      "-n", world.namespace, "--cut-over", "--apply")  # fmt: skip
@@ -151,11 +160,25 @@ def test_a_cut_over_seconds_before_a_fire_with_the_operator_killed_midway(
         assert keyed == {f"{task}@{minute(b1)}", f"{task}@{minute(b2)}"}  # the task's key on both sides
         cut = world.cronjobs()[task]["metadata"]["annotations"][cutover.ANNOTATION_CUT]
         assert minute(b1) < cut < minute(b2)
+    # a cut during a fire: the old legacy-sweep's B1 run was still running when the task's CronJob took over, and
+    # under Forbid it holds back the task's B2 fire as a run of the task's own CronJob would (the key webhook)
+    sweep_b2 = next(
+        j for j in found if fire_of(j) == minute(b2) and j["metadata"]["ownerReferences"][0]["name"] != "legacy-sweep"
+        and j["metadata"]["labels"].get(naming.LABEL_TASK) == "legacy-sweep"
+    )  # fmt: skip
+    sweep_b1 = next(j for j in found if fire_of(j) == minute(b1) and j["metadata"]["ownerReferences"][0]["name"]
+                    == "legacy-sweep")  # fmt: skip
+    assert sweep_b2["metadata"]["annotations"].get(naming.ANNOTATION_BLOCKED_BY) == sweep_b1["metadata"]["name"]
+    assert sweep_b2["spec"]["completions"] == 0 and not (sweep_b1.get("status") or {}).get("completionTime")
     wait_for(
-        lambda: all(counts(world, "web", t).get("runs", 0) >= 2 for t in ("legacy-report", "legacy-sweep")),
+        lambda: (
+            counts(world, "web", "legacy-report").get("runs", 0) >= 2
+            and counts(world, "web", "legacy-sweep").get("skipped", 0) >= 1
+        ),
         timeout=30,
-        what="both fires counted as the task's runs",
+        what="report's two fires counted as runs, sweep's B2 as skipped behind its B1 run",
     )
+    assert counts(world, "web", "legacy-sweep").get("runs", 0) == 1
     for task in ("legacy-report", "legacy-sweep"):
         tally = counts(world, "web", task)
         assert tally.get("duplicates", 0) == 0 and tally.get("missed", 0) == 0, tally

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from appschedule.core import cronjob_import, cutover, naming
+import pytest
+
+from appschedule.core import admission, cronjob_import, cutover, naming
 from appschedule.core.admission import check_appschedule, mutate_job
 from appschedule.core.render import render
 
@@ -173,3 +175,50 @@ def test_a_mount_of_another_source_at_the_deployments_path_and_resources_left_un
     assert "resources: the CronJob set none; the task runs with the Deployment container's" in left
     template["volumes"] = [{"name": "config", "configMap": {"name": "web-config"}}]  # the very same: nothing said
     assert "volumeMounts" not in "\n".join(cronjob_import.translate(body, app).left)
+
+
+@pytest.mark.parametrize("policy", ["Forbid", "Allow"])
+def test_under_forbid_a_run_of_the_old_cronjob_holds_back_the_tasks_first_fires(
+    deployment: dict[str, Any], policy: str
+) -> None:
+    """The CronJob controller's Forbid sees only a CronJob's own runs: the old CronJob's last run, still active when
+    the task's CronJob fires (a run longer than the minute between Berlin's two 02:xx fires of the fall-back
+    night), holds that fire back through the key webhook, as a run of the task's own CronJob would. Under Allow
+    both run."""
+    old = cronjob(schedule="*/30 2 * * *", concurrencyPolicy=policy)
+    patch = cronjob_import.handover_patch(old, "web", "shop", "nightly-report")
+    task = {**cast(dict[str, Any], cronjob_import.translate(old, deployment).task), "cutOverFrom": "nightly-report"}
+    appschedule = {
+        "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web"},
+        "spec": {"deploymentRef": {"name": "web"}, "tasks": [task]},
+    }
+    ours = render(appschedule, deployment).cronjobs["nightly-report"]["spec"]["jobTemplate"]
+    before, after = "2026-10-25T00:30:00Z", "2026-10-25T01:00:00Z"  # 02:30 CEST, then 02:00 CET: the cut between
+
+    def job(owner: str, labels: dict[str, str], annotations: dict[str, str], fire: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": f"{owner}-{fire[11:13]}{fire[14:16]}",
+                "labels": labels,
+                "annotations": {**annotations, naming.CRONJOB_SCHEDULED_TIMESTAMP: fire},
+                "ownerReferences": [{"kind": "CronJob", "name": owner, "controller": True}],
+                "creationTimestamp": fire,
+            },
+            "spec": {"completions": 1, "parallelism": 1},
+        }
+
+    running = job("nightly-report", patch["spec"]["jobTemplate"]["metadata"]["labels"], {}, before)  # no end yet
+    mine = naming.cronjob_name("web", "nightly-report")
+    first = job(mine, ours["metadata"]["labels"], ours["metadata"].get("annotations", {}), after)
+    now = datetime(2026, 10, 25, 1, 0, 1, tzinfo=UTC)
+    if policy == "Allow":
+        assert admission.forbid_check(first, "shop") is None  # nothing read
+        assert "completions" not in mutate_job(first, now, [running, first]).get("spec", {})
+        return
+    assert admission.forbid_check(first, "shop") == ("shop", "web", "nightly-report")
+    held = mutate_job(first, now, [running, first])
+    assert held["spec"] == {"completions": 0, "parallelism": 0}
+    assert held["metadata"]["annotations"][naming.ANNOTATION_BLOCKED_BY] == running["metadata"]["name"]
+    ended = copy.deepcopy(running)
+    ended["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert "completions" not in mutate_job(first, now, [ended, first]).get("spec", {})  # ended: it runs

@@ -126,9 +126,10 @@ def mutate_job(job: Mapping[str, Any], now: datetime, others: Sequence[Mapping[s
 
 
 def forbid_check(job: Mapping[str, Any], namespace: str) -> tuple[str, str, str] | None:
-    """For the CronJob controller's Job of a task with several schedules under Forbid: the (namespace, AppSchedule,
-    task) whose Jobs the key webhook reads, so that a run of one of its CronJobs holds back the others' fires as the
-    controller holds back its own. None for any other Job (nothing read)."""
+    """For the CronJob controller's Job of a task with several schedules, or taking over from a CronJob, under
+    Forbid: the (namespace, AppSchedule, task) whose Jobs the key webhook reads, so that a run of one of its
+    CronJobs (or of the CronJob it takes over from, whose Jobs carry the task's labels) holds back the others'
+    fires as the controller holds back its own. None for any other Job (nothing read)."""
     found = _forbidding(job)
     return (namespace, *found) if found is not None and namespace else None
 
@@ -136,7 +137,9 @@ def forbid_check(job: Mapping[str, Any], namespace: str) -> tuple[str, str, str]
 def _forbidding(job: Mapping[str, Any]) -> tuple[str, str] | None:
     meta = _dict(job.get("metadata"))
     labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
-    if annotations.get(naming.ANNOTATION_CONCURRENCY) != "Forbid" or not annotations.get(naming.ANNOTATION_SCHEDULES):
+    if annotations.get(naming.ANNOTATION_CONCURRENCY) != "Forbid":
+        return None
+    if not (annotations.get(naming.ANNOTATION_SCHEDULES) or annotations.get(naming.ANNOTATION_CUT_OVER_FROM)):
         return None
     if annotations.get(naming.ANNOTATION_RUN_KIND) or not annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP):
         return None

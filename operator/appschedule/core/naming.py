@@ -52,6 +52,9 @@ ANNOTATION_RUN_BY = f"{GROUP}/run-by"
 # its CronJobs; on a Job whose fire came while a run of another of them was active (Forbid): that run
 ANNOTATION_CONCURRENCY = f"{GROUP}/concurrency"
 ANNOTATION_BLOCKED_BY = f"{GROUP}/blocked-by"
+# on the job template of a task that takes over from a CronJob under Forbid: that CronJob, whose run still active
+# at the task's CronJob's first fires holds them back as a run of its own would (the key webhook reads the task's Jobs)
+ANNOTATION_CUT_OVER_FROM = f"{GROUP}/cut-over-from"
 # on every task Job from admission until the ledger has counted it (DESIGN "The ledger")
 LEDGER_FINALIZER = f"{GROUP}/ledger"
 

@@ -460,7 +460,7 @@ def _cronjob(
             "successfulJobsHistoryLimit": settings["successfulJobsHistoryLimit"],
             "failedJobsHistoryLimit": settings["failedJobsHistoryLimit"],
             "jobTemplate": {
-                "metadata": _template_metadata(labels, settings["blackouts"], task.schedule, settings),
+                "metadata": _template_metadata(labels, settings["blackouts"], task.schedule, settings, task.cut_over_from),
                 "spec": {
                     "parallelism": 1,
                     "completions": 1,
@@ -474,11 +474,17 @@ def _cronjob(
 
 
 def _template_metadata(
-    labels: Mapping[str, str], blackouts: Sequence[Any], schedule: str, settings: Mapping[str, Any]
+    labels: Mapping[str, str],
+    blackouts: Sequence[Any],
+    schedule: str,
+    settings: Mapping[str, Any],
+    cut_over_from: str | None = None,
 ) -> dict[str, Any]:
     """The job template's metadata: the task's labels, its blackouts for the ledger and the key webhook, and its
     several schedules (the union its Jobs are keyed and counted by; cronjobs.parts_of makes a CronJob a part)
-    with its concurrencyPolicy, which the key webhook holds across them."""
+    with its concurrencyPolicy, which the key webhook holds across them. A task taking over from a CronJob under
+    Forbid names it: a run of that CronJob still active holds back the task's fires as a run of its own would
+    (the CronJob controller's Forbid sees only the CronJob's own runs)."""
     metadata: dict[str, Any] = {"labels": dict(labels)}
     annotations = {}
     if blackouts:
@@ -486,6 +492,9 @@ def _template_metadata(
     if UNION_SEPARATOR.strip() in schedule:
         annotations[naming.ANNOTATION_SCHEDULES] = schedule
         annotations[naming.ANNOTATION_CONCURRENCY] = str(settings["concurrencyPolicy"])
+    if cut_over_from and settings["concurrencyPolicy"] == "Forbid":
+        annotations[naming.ANNOTATION_CUT_OVER_FROM] = cut_over_from
+        annotations[naming.ANNOTATION_CONCURRENCY] = "Forbid"
     if annotations:
         metadata["annotations"] = annotations
     return metadata
