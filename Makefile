@@ -8,7 +8,7 @@ CLUSTER := $(BIN)/python hack/cluster/localcluster.py
 # every step of `make test` says how long it took (hack/step); STEP_LOG=FILE collects them
 STEP := hack/step
 
-.PHONY: run longest bench bench-page bench-cluster venv crd lock tools node-tools prom-tools browser-tools db-tools node-claim js-fixtures ruby-tools corpus check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
+.PHONY: run longest bench bench-page bench-cluster venv crd lock tools node-tools prom-tools browser-tools db-tools node-claim js-fixtures ruby-tools php-tools corpus check-cold cluster-up cluster-down cluster-status lint typecheck unit integration e2e e2e-local test \
 	e2e-node soak soak-ci \
 	image kind-up kind-down e2e-kind clean
 
@@ -45,6 +45,9 @@ db-tools: venv  ## PostgreSQL and MariaDB (Debian's packages, apt-get when missi
 ruby-tools: venv  ## Ruby and Fugit (Debian's ruby-fugit, apt-get when missing): import source's Solid Queue and sidekiq-cron translations are checked on it
 	$(STEP) ruby-tools $(CLUSTER) ruby-tools
 
+php-tools: venv  ## PHP and Laravel (Debian's php-laravel-framework, apt-get when missing): import source's Laravel translations are checked on its own ManagesFrequencies
+	$(STEP) php-tools $(CLUSTER) php-tools
+
 browser-tools: venv  ## Chromium and its driver (Debian's packages, apt-get when missing): the page of runs in a real browser
 	$(STEP) browser-tools $(CLUSTER) browser-tools
 
@@ -75,7 +78,7 @@ lint: venv  ## ruff, and the import rules of .importlinter (layers, a pure core 
 typecheck: venv
 	$(STEP) typecheck $(BIN)/mypy
 
-unit: venv db-tools node-claim js-fixtures ruby-tools corpus  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
+unit: venv db-tools node-claim js-fixtures ruby-tools php-tools corpus  ## and the claim's conformance suite (SQLite, PostgreSQL, MariaDB); APPSCHEDULE_REQUIRE_GO: the live robfig/cron comparison must run, not skip
 	APPSCHEDULE_REQUIRE_GO=1 $(STEP) unit $(BIN)/pytest tests/unit tests/claim
 
 integration: venv tools prom-tools browser-tools  ## starts the local cluster for the session unless one runs (or APPSCHEDULE_TEST_KUBECONFIG is set)

@@ -22,8 +22,8 @@ Invariants this file keeps:
   ``TABLE``. Every port is in ``PORTS``, shifted by ``$APPSCHEDULE_PORT_OFFSET`` (default 0): a second
   cluster needs both its own state directory and its own offset.
 
-Usage: localcluster.py tools | node-tools | prom-tools | db-tools | ruby-tools | up | down | status | stop C |
-       start C | env
+Usage: localcluster.py tools | node-tools | prom-tools | db-tools | ruby-tools | php-tools | up | down | status |
+       stop C | start C | env
 """
 
 from __future__ import annotations
@@ -977,6 +977,10 @@ def main(argv: list[str]) -> int:
         started = time.monotonic()
         realnode.ensure_packages(realnode.FUGIT_PACKAGES, "the check of import source's Rails schedules")
         print(f"Ruby and Fugit from Debian's packages ({time.monotonic() - started:.1f}s)")
+    elif command == "php-tools":
+        started = time.monotonic()
+        realnode.ensure_packages(realnode.LARAVEL_PACKAGES, "the check of import source's Laravel schedules")
+        print(f"PHP and Laravel from Debian's packages ({time.monotonic() - started:.1f}s)")
     elif command == "db-tools":
         started = time.monotonic()
         realnode.ensure_packages(realnode.DATABASE_PACKAGES, "the claim's conformance suite")

@@ -90,6 +90,11 @@ FUGIT_PACKAGES = {
     "/usr/bin/ruby": "ruby",
     "/usr/share/rubygems-integration/all/gems/fugit-1.5.2/lib/fugit.rb": "ruby-fugit",
 }
+# import source's Laravel translations are checked on Laravel's own ManagesFrequencies: tests/unit/test_phpsource.py
+LARAVEL_PACKAGES = {
+    "/usr/bin/php": "php-cli",
+    "/usr/share/php/Illuminate/Console/Scheduling/ManagesFrequencies.php": "php-laravel-framework",
+}
 # the page of runs (kubectl appschedule ui) is tested in a real browser: tests/integration/test_page.py
 BROWSER_PACKAGES = {"/usr/bin/chromium": "chromium", "/usr/bin/chromedriver": "chromium-driver"}
 DATABASE_PACKAGES = {"/usr/lib/postgresql/15/bin/postgres": "postgresql", "/usr/sbin/mariadbd": "mariadb-server"}

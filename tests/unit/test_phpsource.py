@@ -1,9 +1,15 @@
 """appschedule import source on Laravel (core/phpsource.py, tree-sitter's PHP grammar): a console kernel's and
 routes/console.php's schedules become tasks; each frequency method writes the fields Laravel's ManagesFrequencies
-writes, in the chain's order; what has no faithful translation is listed with the reason."""
+writes, in the chain's order (checked against Laravel's own trait where Debian's Laravel has the method); what
+has no faithful translation is listed with the reason."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -13,6 +19,7 @@ from appschedule.cli import main
 from appschedule.core import phpsource
 from appschedule.core.admission import check_appschedule
 from appschedule.core.pysource import Scan
+from appschedule.core.schedule import Schedule, fires_between, parse
 
 LARAVEL = Path(__file__).parent / "data" / "laravel"
 
@@ -108,6 +115,38 @@ FREQUENCIES = {
 def test_each_frequency_writes_what_laravel_writes(chain: str, expression: str) -> None:
     found = phpsource.scan(f"<?php\n$schedule->command('tick')->{chain};\n", "Kernel.php")
     assert [f.task["schedule"] for f in found.found] == [expression], found.unfaithful
+
+
+LARAVEL_ROOT = Path("/usr/share/php/Illuminate/Console/Scheduling/ManagesFrequencies.php")
+
+
+def test_each_frequency_is_what_laravels_own_trait_writes() -> None:
+    """The table above against Laravel's ManagesFrequencies itself (Debian's php-laravel-framework, 8.83: `make
+    php-tools`), for every chain that Laravel has; the chains of later Laravels (everyOddHour, weekends...) stay
+    checked against the table, made from their source."""
+    php = shutil.which("php")
+    if php is None or not LARAVEL_ROOT.exists():
+        pytest.fail("needs PHP and Laravel: make php-tools")
+    chains = list(FREQUENCIES)
+    answer = subprocess.run([php, str(LARAVEL / "frequencies.php")], input=json.dumps(chains), capture_output=True,
+                            text=True, timeout=60, check=True)  # fmt: skip
+    theirs = dict(zip(chains, json.loads(answer.stdout), strict=True))
+    checked = {chain: written for chain, written in theirs.items() if written is not None and chain not in NEWER}
+    assert len(checked) >= 25, f"Laravel answered only {sorted(checked)}"
+    for chain, written in checked.items():  # the same fires over a year in a zone with daylight saving
+        ours, laravels = parse(FREQUENCIES[chain], "Europe/Berlin"), parse(written, "Europe/Berlin")
+        assert _fires(ours) == _fires(laravels), (chain, FREQUENCIES[chain], written)
+
+
+NEWER = {"everySixHours(10)": "8.83's everySixHours takes no offset (Laravel 10 added it): it ignores the 10"}
+YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+CHANGES = [(datetime(2026, 3, 28, tzinfo=UTC), datetime(2026, 3, 30, tzinfo=UTC)),  # Berlin's spring-forward
+           (datetime(2026, 10, 24, tzinfo=UTC), datetime(2026, 10, 26, tzinfo=UTC))]  # fmt: skip
+
+
+def _fires(schedule: Schedule) -> list[datetime]:
+    """The first 3,000 fires of 2026 (all of a sparse schedule's) and every fire of the days Berlin changes."""
+    return [*islice(fires_between(schedule, *YEAR), 3000), *(t for w in CHANGES for t in fires_between(schedule, *w))]
 
 
 def test_a_file_the_grammar_cannot_parse_is_named_with_its_line() -> None:

@@ -17,10 +17,12 @@ class (write its artisan name), seconds (``everySecond()`` ... ``everyThirtySeco
 (Laravel splices in this month's last day when the scheduler runs), the conditions Laravel checks at run time
 (``between``, ``unlessBetween``, ``when``, ``skip``), and a value that is not a literal.
 
-Laravel itself cannot be installed here (no Packagist): the expressions are those its ``ManagesFrequencies``
-writes (read from its source), checked in tests/unit/test_phpsource.py against a table of them, chain order
-included. How Laravel's ``schedule:run`` (``isDue`` each minute, in the event's zone) behaves on the days a zone
-changes is not measured here; the CronJob runs a repeated wall-clock time twice (one key) and a skipped one never.
+The expressions are those its ``ManagesFrequencies`` writes (read from its source), checked in
+tests/unit/test_phpsource.py against a table of them, chain order included, and the table against Laravel's own
+trait (Debian's php-laravel-framework 8.83, ``make php-tools``) for each chain that Laravel has: the same fires
+over the days Berlin's clocks change and the first 3,000 of 2026. How Laravel's ``schedule:run`` (``isDue`` each
+minute, in the event's zone) behaves on the days a zone changes is not measured here; the CronJob runs a repeated
+wall-clock time twice (one key) and a skipped one never.
 """
 
 from __future__ import annotations

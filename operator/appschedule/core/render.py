@@ -460,7 +460,9 @@ def _cronjob(
             "successfulJobsHistoryLimit": settings["successfulJobsHistoryLimit"],
             "failedJobsHistoryLimit": settings["failedJobsHistoryLimit"],
             "jobTemplate": {
-                "metadata": _template_metadata(labels, settings["blackouts"], task.schedule, settings, task.cut_over_from),
+                "metadata": _template_metadata(
+                    labels, settings["blackouts"], task.schedule, settings, task.cut_over_from
+                ),
                 "spec": {
                     "parallelism": 1,
                     "completions": 1,
