@@ -36,7 +36,7 @@ node-claim:  ## the Node claim library (libs/node): its dependencies from npm (p
 js-fixtures:  ## the frameworks import source is checked against (tests/unit/data/js): node-cron and @nestjs/schedule from npm (package-lock.json)
 	$(STEP) js-fixtures sh -c 'cd tests/unit/data/js && npm ci --no-audit --no-fund --loglevel=error'
 
-corpus: venv  ## real published code with in-app schedules (npm and PyPI, pinned by SHA-256 in hack/corpus.py), for import source's corpus test
+corpus: venv  ## real published code with schedules (npm, PyPI, and Debian packages' crontabs; pinned by SHA-256 in hack/corpus.py), for the imports' corpus test
 	$(STEP) corpus $(BIN)/python hack/corpus.py
 
 db-tools: venv  ## PostgreSQL and MariaDB (Debian's packages, apt-get when missing): the claim's conformance suite

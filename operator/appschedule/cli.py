@@ -266,7 +266,7 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"{args.file}: {error}") from None
     name = "stdin" if args.file == "-" else str(source)
-    system = args.system if args.system is not None else name == "/etc/crontab" or name.startswith("/etc/cron.d/")
+    system = args.system if args.system is not None else name.endswith("/etc/crontab") or "/etc/cron.d/" in name
     try:
         found = crontab.read(text, name, datetime.now(UTC), system=system, time_zone=args.time_zone)
     except crontab.CrontabError as error:

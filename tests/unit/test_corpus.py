@@ -3,7 +3,9 @@ downloaded and unpacked by `make corpus` (outside the work tree; nothing of them
 read as a team would point the import at it; what it finds and what it lists (file, line and reason) is exactly
 what is asserted here. The translations' fires are checked against the frameworks in test_pysource.py and
 test_jssource.py; these files prove the reader on code nobody wrote for it. They are where the import learnt to
-read a Celery entry set by subscript, add_job(func=...) and to refuse a directory Python cannot import."""
+read a Celery entry set by subscript, add_job(func=...) and to refuse a directory Python cannot import. The
+system crontabs of four Debian packages (`appschedule import crontab`) are where it learnt to split a user field
+on tabs, to name a task after the program inside `if ... then ... fi`, and to write `$` as `$$`."""
 
 from __future__ import annotations
 
@@ -125,3 +127,63 @@ def test_nonebot_plugins_apscheduler_jobs_of_literal_fields_become_tasks_and_an_
     assert status == 1 and tasks == {}
     ((where, reason),) = reasons(listed).items()
     assert where == "nonebot-plugin-auto-sendlike/__init__.py:147" and "is not importable" in reason
+
+
+def kubernetes_expanded(text: str) -> str:
+    """What the kubelet makes of a container's command or env value (k8s.io/kubernetes third_party/forked/golang/
+    expansion): ``$$`` is one ``$``, ``$(NAME)`` a variable (none is defined here, so it stays as written)."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+DEBIAN_CRONTABS = {  # key: (file, {task: (schedule, the shell line cron runs)})
+    "certbot-2.1.0-4": ("etc/cron.d/certbot", {
+        "certbot": ("0 */12 * * *", "test -x /usr/bin/certbot -a \\! -d /run/systemd/system && perl -e 'sleep "
+                    "int(rand(43200))' && certbot -q renew --no-random-sleep-on-renew"),
+    }),
+    "mdadm-4.2-5": ("etc/cron.d/mdadm", {
+        "checkarray": ("57 0 * * 0", "if [ -x /usr/share/mdadm/checkarray ] && [ $(date +%d) -le 7 ]; then "
+                       "/usr/share/mdadm/checkarray --cron --all --idle --quiet; fi"),
+    }),
+    "php-common-2:93": ("etc/cron.d/php", {
+        "sessionclean": ("09,39 * * * *", "[ -x /usr/lib/php/sessionclean ] && if [ ! -d /run/systemd/system ]; "
+                         "then /usr/lib/php/sessionclean; fi"),
+    }),
+    "sysstat-12.6.1-1": ("etc/cron.d/sysstat", {
+        "debian-sa1": ("5-55/10 * * * *", "command -v debian-sa1 > /dev/null && debian-sa1 1 1"),
+        "debian-sa1-2": ("59 23 * * *", "command -v debian-sa1 > /dev/null && debian-sa1 60 2"),
+    }),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("key", DEBIAN_CRONTABS)
+def test_debians_system_crontabs_become_tasks_that_run_the_line_cron_runs(
+    key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The crontabs Debian's packages install (tabs and runs of spaces between fields, a user field, SHELL and PATH,
+    ``\\%`` and ``$(...)`` in a command): each entry a task whose command, once the kubelet has expanded it, is the
+    shell line cron runs, with the crontab's environment, named after the program it runs."""
+    relative, expected = DEBIAN_CRONTABS[key]
+    where = CORPUS.root() / key
+    if not (where / ".complete").exists():
+        pytest.fail(f"{where}: not downloaded: make corpus")
+    assert main(["import", "crontab", str(where / relative), "--deployment", "web"]) == 0  # /etc/cron.d/: system
+    out = capsys.readouterr()
+    document = yaml.safe_load(out.out)
+    assert check_appschedule(document) is None
+    tasks = {t["name"]: t for t in document["spec"]["tasks"]}
+    assert tasks.keys() == expected.keys()
+    for name, (schedule, line) in expected.items():
+        task = tasks[name]
+        assert task["schedule"] == schedule and task["timeZone"] == "UTC"
+        assert [kubernetes_expanded(part) for part in task["command"]] == ["/bin/sh", "-c", line]
+        for variable in task.get("env", []):
+            assert variable["name"] == "PATH" and kubernetes_expanded(variable["value"]).startswith("/usr/")
+    assert "ran as user 'root'" in out.out  # the user field, said in the comment above the AppSchedule

@@ -126,11 +126,16 @@ def _both_days(fields: list[str]) -> bool:
 WRAPPERS = {"cd", "env", "exec", "nice", "ionice", "nohup", "timeout", "flock", "sudo", "time", "bash", "sh", "-c"}
 
 
-def _task_name(command: str, taken: set[str]) -> str:
-    """A task name from the program a command runs (its last ``&&`` or ``;`` part, past wrappers such as
-    ``nice`` or ``flock`` and their options), unique among ``taken``."""
-    words = [w for w in re.split(r"\s+", re.split(r"&&|;", command)[-1].strip()) if w]
-    program = "task"
+SHELL_OPENERS = {"then", "else", "elif", "if", "do", "while", "until", "!", "{", "("}  # before the command
+SHELL_CLOSERS = {"fi", "done", "esac", "}", ")", "[", "[[", "test", "]", "]]", "true", "false", ":"}  # no program
+
+
+def _program(words: list[str]) -> str | None:
+    """The program a simple command runs, past the shell's keywords, wrappers and their options; None if none."""
+    while words and words[0] in SHELL_OPENERS:
+        words = words[1:]
+    if not words or words[0] in SHELL_CLOSERS:
+        return None
     skip_next = False
     for word in words:
         if word.startswith("-") or word.isdigit():  # an option of a wrapper, or its value (nice -n 10)
@@ -139,12 +144,21 @@ def _task_name(command: str, taken: set[str]) -> str:
             skip_next = False
             continue
         program = word.rsplit("/", 1)[-1]
-        if "=" in word.split("/")[0] or word.startswith("-") or program in WRAPPERS:
+        if "=" in word.split("/")[0] or program in WRAPPERS:
             skip_next = program in ("flock", "timeout")  # their first argument is a lock file or a duration
             continue
-        break
-    else:
-        program = "task"
+        return program or None
+    return None
+
+
+def _task_name(command: str, taken: set[str]) -> str:
+    """A task name from the program a command runs: its last ``&&``, ``||`` or ``;`` part that runs one (past the
+    shell's ``if ... then ... fi``, tests, and wrappers such as ``nice`` or ``flock`` and their options), unique
+    among ``taken``."""
+    parts = re.split(r"&&|\|\||;", command)
+    program = next(
+        (p for part in reversed(parts) if (p := _program([w for w in re.split(r"\s+", part.strip()) if w]))), "task"
+    )
     base = _NAME_PART.sub("-", program.lower()).strip("-")[:NAME_MAX].strip("-") or "task"
     if not base[0].isalpha():
         base = f"t-{base}"[:NAME_MAX]
