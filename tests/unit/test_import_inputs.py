@@ -111,3 +111,13 @@ def test_a_yaml_file_that_does_not_parse_is_named_with_its_line(tmp_path: Path) 
     done = subprocess.run([sys.executable, "-m", "appschedule", "import", "source", str(tmp_path), "--deployment",
                            "web"], capture_output=True, text=True, check=False)  # fmt: skip
     assert f"{tmp_path / 'config' / 'recurring.yml'}:4:" in done.stderr, done.stderr
+
+
+def test_tz_goes_to_the_environment_and_is_said_not_to_be_the_schedules_zone() -> None:
+    found = crontab.read("TZ=Europe/Berlin\n0 9 * * * /app/report\n", "app.cron", NOW, time_zone="America/New_York")
+    (task,) = found.tasks
+    assert task.task["timeZone"] == "America/New_York"  # the host's zone, as cron reads the schedule
+    assert task.task["env"] == [{"name": "TZ", "value": "Europe/Berlin"}]
+    assert found.notes == ["app.cron:1: TZ=Europe/Berlin is passed to the commands' environment, as cron passes it; "
+                           "cron reads the schedules in CRON_TZ or the host's zone, and so do the tasks (CRON_TZ, "
+                           "else --time-zone)"]  # fmt: skip

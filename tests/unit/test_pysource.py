@@ -213,6 +213,36 @@ def test_celery_translations_match_what_celerys_own_crontab_reads(fields: dict[s
         assert absent and any("spring-forward" in n for n in found[0].notes)
 
 
+def test_celery_beat_on_the_days_berlin_changes_its_clocks_is_what_the_note_says() -> None:
+    """Celery's own is_due, asked each minute as beat asks it, against the task's CronJob fires: Celery runs the
+    spring's skipped 02:30 at 03:30, and the autumn's repeated 02:30 once; the note says both."""
+    from celery import Celery  # type: ignore[import-untyped]
+    from celery.schedules import crontab as celery_crontab
+
+    app = Celery("shop")
+    app.conf.timezone = "Europe/Berlin"
+    berlin = ZoneInfo("Europe/Berlin")
+    ours = parse(celery_cron({"minute": 30, "hour": 2}), "Europe/Berlin")
+    (note,) = scan(CELERY_ONE.format(fields="minute=30, hour=2"), "proj/celery.py", "proj.celery").found[0].notes
+    assert "02:30 at 03:30" in note and "repeats once" in note
+    for start, celerys, cronjobs in (
+        (datetime(2026, 3, 28, 12, tzinfo=UTC), ["2026-03-29 03:30 CEST"], []),
+        (datetime(2026, 10, 24, 12, tzinfo=UTC), ["2026-10-25 02:30 CEST"], ["2026-10-25 02:30 CEST",
+                                                                              "2026-10-25 02:30 CET"]),
+    ):  # fmt: skip
+        clock = {"now": start}
+        schedule = celery_crontab(minute=30, hour=2, app=app, nowfun=lambda clock=clock: clock["now"])
+        last, runs = start, []
+        for minute in range(24 * 60):
+            clock["now"] = start + timedelta(minutes=minute)
+            if schedule.is_due(last)[0]:
+                last = clock["now"]
+                runs.append(last.astimezone(berlin).strftime("%Y-%m-%d %H:%M %Z"))
+        fires = [t.astimezone(berlin).strftime("%Y-%m-%d %H:%M %Z") for t in fires_between(ours, start,
+                 start + timedelta(days=1) - timedelta(seconds=1))]  # fmt: skip
+        assert (runs, fires) == (celerys, cronjobs)
+
+
 CELERY_ONE = (
     "from celery.schedules import crontab\n"
     "app.conf.beat_schedule = {{'one': {{'task': 'proj.tasks.one', 'schedule': crontab({fields})}}}}\n"

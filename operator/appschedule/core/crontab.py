@@ -293,6 +293,11 @@ def read(text: str, filename: str, now: datetime, *, system: bool = False, time_
                     reported.add(name)
             else:
                 env[name] = value
+                if name == "TZ" and name not in reported:
+                    result.notes.append(f"{where}: TZ={value} is passed to the commands' environment, as cron passes "
+                                        "it; cron reads the schedules in CRON_TZ or the host's zone, and so do the "
+                                        "tasks (CRON_TZ, else --time-zone)")  # fmt: skip
+                    reported.add(name)
             continue
         if line.startswith("@"):
             parts = line.split(None, 1)

@@ -425,9 +425,10 @@ class _Visitor(ast.NodeVisitor):
                 continue
             task: dict[str, object] = {"name": task_name(name), "schedule": schedule, "command": command}
             note = ("Celery's timezone setting (default UTC) applies; the task's zone is spec.timeZone (or "
-                    "--time-zone). In a zone with daylight saving, Celery runs a fire of the hour a spring-forward "
-                    "skips just after the change and one of the hour a fall-back repeats once; a CronJob skips the "
-                    "first and runs the second twice (both runs with one key)")  # fmt: skip
+                    "--time-zone). In a zone with daylight saving, Celery beat runs a fire of the hour a "
+                    "spring-forward skips an hour later by the clock (02:30 at 03:30) and one of the hour a fall-back "
+                    "repeats once; a CronJob skips the first and runs the second twice (both runs with one "
+                    "key)")  # fmt: skip
             self.scan.found.append(Found(task, self._where(entry), f"{name!r}: {self._code(entry)}", "Celery beat",
                                          (note,)))  # fmt: skip
 
