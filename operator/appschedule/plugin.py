@@ -844,14 +844,21 @@ def _import_cronjobs(args: argparse.Namespace) -> int:
             f"cronjob {', '.join(running)} still runs: applying this AppSchedule beside it runs every fire twice; "
             "add --cut-over (it hands the fires over at a fire boundary), or suspend the CronJob first"
         )
+    patches = [(c["metadata"]["name"], cronjob_import.handover_patch(c, name, namespace, t)) for c, t in handed]
     try:
-        if args.cut_over:  # labelled first: the operator makes no task CronJob before it sees its old one's
-            for cronjob, task in handed:
-                patch = cronjob_import.handover_patch(cronjob, name, namespace, task)
-                batch.patch_namespaced_cron_job(
-                    cronjob["metadata"]["name"], namespace, patch, _content_type="application/merge-patch+json"
-                )
-        custom.create_namespaced_custom_object(naming.GROUP, naming.VERSION, namespace, naming.PLURAL, document)
+        # every write asked first as a dry run (the API server's validation, the webhooks, RBAC, an AppSchedule of
+        # that name already there): a refusal leaves every CronJob as it was, not labelled for an AppSchedule
+        # that never came
+        for dry_run in ("All", None):
+            extra = {"dry_run": dry_run} if dry_run else {}
+            if args.cut_over:  # labelled first: the operator makes no task CronJob before it sees its old one's
+                for cronjob_name, patch in patches:
+                    batch.patch_namespaced_cron_job(
+                        cronjob_name, namespace, patch, _content_type="application/merge-patch+json", **extra
+                    )
+            custom.create_namespaced_custom_object(
+                naming.GROUP, naming.VERSION, namespace, naming.PLURAL, document, **extra
+            )
     except ApiException as error:
         raise PluginError(f"the API server refused: {error.status} {error.reason}: {error.body}") from None
     except (OSError, HTTPError) as error:

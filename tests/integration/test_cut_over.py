@@ -186,3 +186,22 @@ def test_a_cut_over_seconds_before_a_fire_with_the_operator_killed_midway(
     assert {"CutOverStarted", "CutOver"} <= reasons, reasons
     raw = world.batch.list_namespaced_cron_job(world.namespace, _preload_content=False)
     assert len(json.loads(raw.data)["items"]) == 4  # nothing deleted
+
+
+def test_a_cut_over_the_api_server_refuses_leaves_the_cronjob_as_it_was(
+    world: Namespaced, cluster: ClusterUnderTest
+) -> None:
+    """Every write of --cut-over --apply is first asked as a dry run: an AppSchedule of that name already there (or
+    one the webhook refuses) leaves the CronJob unlabelled and its job template untouched, not handed over to an
+    AppSchedule that never came."""
+    world.deployment()
+    legacy(world, "legacy-report", "jobs/report.js")
+    before = world.cronjobs()["legacy-report"]
+    world.appschedule("web", [{"name": "other", "schedule": "0 9 * * 1", "command": ["true"]}])
+    refused = plugin(cluster, "import", "cronjob", "legacy-report", "--deployment", "web", "-n", world.namespace,
+                     "--cut-over", "--apply")  # fmt: skip
+    assert refused.returncode == 1 and "AlreadyExists" in refused.stderr, refused.stderr
+    after = world.cronjobs()["legacy-report"]
+    assert after["metadata"].get("labels") == before["metadata"].get("labels")
+    assert after["spec"]["jobTemplate"] == before["spec"]["jobTemplate"]
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]

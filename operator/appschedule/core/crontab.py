@@ -85,9 +85,9 @@ def _value(text: str) -> str:
 
 def weekday_seven(field_text: str) -> str:
     """Day of week with 7 (Sunday, as cron, node-cron and Nest's ``cron`` read it) written as 0, which the CronJob
-    controller needs. An item naming 7 becomes the days it matches, each 7 as 0 (``5-7`` is ``5,6,0``; ``1-7/2``
-    is ``1,3,5,0``); an item without 7 is kept as written, and one that is not numbers is left for the
-    schedule's parser to judge."""
+    controller needs. An item naming 7 becomes the days it matches, each 7 as 0 (``1-7/2`` is ``1,3,5,0``; a
+    plain range keeps its range, ``5-7`` is ``5-6,0``); an item without 7 is kept as written, and one that is not
+    numbers is left for the schedule's parser to judge."""
     kept: list[str] = []
     days: list[int] = []
     for item in field_text.split(","):
