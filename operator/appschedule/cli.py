@@ -266,7 +266,8 @@ def cmd_import_crontab(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"{args.file}: {error}") from None
     name = "stdin" if args.file == "-" else str(source)
-    system = args.system if args.system is not None else name.endswith("/etc/crontab") or "/etc/cron.d/" in name
+    where = str(Path(name).resolve()) if name != "-" else name  # etc/cron.d/php from /, as /etc/cron.d/php
+    system = args.system if args.system is not None else where.endswith("/etc/crontab") or "/etc/cron.d/" in where
     try:
         found = crontab.read(text, name, datetime.now(UTC), system=system, time_zone=args.time_zone)
     except crontab.CrontabError as error:

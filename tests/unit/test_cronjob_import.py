@@ -181,44 +181,46 @@ def test_a_mount_of_another_source_at_the_deployments_path_and_resources_left_un
 def test_under_forbid_a_run_of_the_old_cronjob_holds_back_the_tasks_first_fires(
     deployment: dict[str, Any], policy: str
 ) -> None:
-    """The CronJob controller's Forbid sees only a CronJob's own runs: the old CronJob's last run, still active when
-    the task's CronJob fires (a run longer than the minute between Berlin's two 02:xx fires of the fall-back
-    night), holds that fire back through the key webhook, as a run of the task's own CronJob would. Under Allow
-    both run."""
+    """The CronJob controller's Forbid sees only a CronJob's own runs: the old CronJob's run still active when the
+    task's CronJob fires (its ``status.active``, also a run that began before the hand-over labelled its Jobs; here
+    longer than the time between Berlin's two 02:xx fires of the fall-back night) holds that fire back through the
+    key webhook, as a run of the task's own CronJob would. Nothing else holds it: a Job of another CronJob with
+    the task's labels, or the old CronJob once its runs have ended. Under Allow both run, and nothing is read."""
     old = cronjob(schedule="*/30 2 * * *", concurrencyPolicy=policy)
-    patch = cronjob_import.handover_patch(old, "web", "shop", "nightly-report")
     task = {**cast(dict[str, Any], cronjob_import.translate(old, deployment).task), "cutOverFrom": "nightly-report"}
     appschedule = {
         "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web"},
         "spec": {"deploymentRef": {"name": "web"}, "tasks": [task]},
     }
     ours = render(appschedule, deployment).cronjobs["nightly-report"]["spec"]["jobTemplate"]
-    before, after = "2026-10-25T00:30:00Z", "2026-10-25T01:00:00Z"  # 02:30 CEST, then 02:00 CET: the cut between
-
-    def job(owner: str, labels: dict[str, str], annotations: dict[str, str], fire: str) -> dict[str, Any]:
-        return {
-            "metadata": {
-                "name": f"{owner}-{fire[11:13]}{fire[14:16]}",
-                "labels": labels,
-                "annotations": {**annotations, naming.CRONJOB_SCHEDULED_TIMESTAMP: fire},
-                "ownerReferences": [{"kind": "CronJob", "name": owner, "controller": True}],
-                "creationTimestamp": fire,
-            },
-            "spec": {"completions": 1, "parallelism": 1},
-        }
-
-    running = job("nightly-report", patch["spec"]["jobTemplate"]["metadata"]["labels"], {}, before)  # no end yet
+    after = "2026-10-25T01:00:00Z"  # 02:00 CET, the repeated hour, after the cut at 02:30 CEST
     mine = naming.cronjob_name("web", "nightly-report")
-    first = job(mine, ours["metadata"]["labels"], ours["metadata"].get("annotations", {}), after)
+    first = {
+        "metadata": {
+            "name": f"{mine}-29366580",
+            "labels": ours["metadata"]["labels"],
+            "annotations": {**ours["metadata"].get("annotations", {}), naming.CRONJOB_SCHEDULED_TIMESTAMP: after},
+            "ownerReferences": [{"kind": "CronJob", "name": mine, "controller": True}],
+            "creationTimestamp": after,
+        },
+        "spec": {"completions": 1, "parallelism": 1},
+    }
+    running = copy.deepcopy(old)  # its 00:30Z run, begun before the hand-over: unlabelled, still active
+    running["status"] = {"active": [{"kind": "Job", "name": "nightly-report-29366550", "namespace": "shop"}]}
     now = datetime(2026, 10, 25, 1, 0, 1, tzinfo=UTC)
     if policy == "Allow":
-        assert admission.forbid_check(first, "shop") is None  # nothing read
-        assert "completions" not in mutate_job(first, now, [running, first]).get("spec", {})
+        assert admission.cut_over_check(first, "shop") is None  # nothing read
+        assert "completions" not in mutate_job(first, now, old=running).get("spec", {})
         return
-    assert admission.forbid_check(first, "shop") == ("shop", "web", "nightly-report")
-    held = mutate_job(first, now, [running, first])
+    assert admission.cut_over_check(first, "shop") == ("shop", "nightly-report")
+    assert admission.forbid_check(first, "shop") is None  # the task's Jobs are not what is read
+    held = mutate_job(first, now, old=running)
     assert held["spec"] == {"completions": 0, "parallelism": 0}
-    assert held["metadata"]["annotations"][naming.ANNOTATION_BLOCKED_BY] == running["metadata"]["name"]
-    ended = copy.deepcopy(running)
-    ended["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
-    assert "completions" not in mutate_job(first, now, [ended, first]).get("spec", {})  # ended: it runs
+    assert held["metadata"]["annotations"][naming.ANNOTATION_BLOCKED_BY] == "nightly-report-29366550"
+    assert held["metadata"]["annotations"][naming.ANNOTATION_IDEMPOTENCY_KEY].startswith("nightly-report@")
+    ended = copy.deepcopy(old)
+    ended["status"] = {"lastScheduleTime": "2026-10-25T00:30:00Z"}  # no active run: the task's fire runs
+    stranger = {"metadata": {"name": "other-1", "labels": ours["metadata"]["labels"],
+                             "ownerReferences": [{"kind": "CronJob", "name": "other"}]}, "status": {}}  # fmt: skip
+    for others, cronjob_now in (([], ended), ([stranger], ended), ([], None)):
+        assert "completions" not in mutate_job(first, now, others, cronjob_now).get("spec", {})

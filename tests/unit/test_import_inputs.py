@@ -52,6 +52,7 @@ cron.schedule('0 0 * * 0-7/2', report, { name: 'every-other' });
 cron.schedule('0 9 * * 5-7', report, { name: 'weekend' });
 cron.schedule('0 1 * * *', report, { name: 'once', maxExecutions: 1 });
 cron.schedule('0 2 * * *', report, { name: 'later', scheduled: false });
+cron.schedule('0 3 * * *', report, { name: 'alone', noOverlap: true, maxRandomDelay: 5000 });
 """
 
 
@@ -60,7 +61,9 @@ def test_node_cron_day_seven_and_options() -> None:
     tasks = {f.task["name"]: f for f in scan.found}
     assert tasks["every-other"].task["schedule"] == "0 0 * * 0,2,4,6"  # 0-7/2: Sunday, Tuesday, Thursday, Saturday
     assert tasks["weekend"].task["schedule"] == "0 9 * * 5-6,0"
-    assert tasks["later"].task["suspend"] is True and any("scheduled: false" in n for n in tasks["later"].notes)
+    assert "suspend" not in tasks["later"].task and any("scheduled: false" in n for n in tasks["later"].notes)
+    assert tasks["alone"].task["concurrencyPolicy"] == "Forbid"
+    assert any("maxRandomDelay: 5000 ms" in n for n in tasks["alone"].notes)
     (listed,) = scan.unfaithful
     assert listed.source == "server.js:5" and "maxExecutions" in listed.reason
 

@@ -65,9 +65,15 @@ def _env_of(containers: list[Any]) -> dict[str, str]:
     return {}
 
 
-def mutate_job(job: Mapping[str, Any], now: datetime, others: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def mutate_job(
+    job: Mapping[str, Any],
+    now: datetime,
+    others: Sequence[Mapping[str, Any]] = (),
+    old: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The merge patch that keys a Job of one of our tasks; an empty one for a Job that is not. ``others``: the
-    task's Jobs as the API server has them, read when ``forbid_check`` asks for them."""
+    task's Jobs as the API server has them, read when ``forbid_check`` asks for them; ``old``: the CronJob the task
+    takes over from, read when ``cut_over_check`` asks for it."""
     meta = _dict(job.get("metadata"))
     labels = _dict(meta.get("labels"))
     task = labels.get(naming.LABEL_TASK)
@@ -98,7 +104,7 @@ def mutate_job(job: Mapping[str, Any], now: datetime, others: Sequence[Mapping[s
     if runner is not None:  # an earlier schedule's CronJob runs this minute: this Job does no work, holds nothing
         annotations = {naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task), naming.ANNOTATION_RUN_BY: runner}
         return {"metadata": {"annotations": annotations}, "spec": {"completions": 0, "parallelism": 0}}
-    blocker = blocking_run(job, others) if _forbidding(job) is not None else None
+    blocker = blocking_run(job, others) if _forbidding(job) is not None else old_active_run(job, old)
     if blocker is not None:  # Forbid across the task's CronJobs: skipped behind that run, as the controller would
         annotations = {naming.ANNOTATION_IDEMPOTENCY_KEY: scheduled.key(task), naming.ANNOTATION_BLOCKED_BY: blocker}
         return {"metadata": {"annotations": annotations}, "spec": {"completions": 0, "parallelism": 0}}
@@ -126,20 +132,48 @@ def mutate_job(job: Mapping[str, Any], now: datetime, others: Sequence[Mapping[s
 
 
 def forbid_check(job: Mapping[str, Any], namespace: str) -> tuple[str, str, str] | None:
-    """For the CronJob controller's Job of a task with several schedules, or taking over from a CronJob, under
-    Forbid: the (namespace, AppSchedule, task) whose Jobs the key webhook reads, so that a run of one of its
-    CronJobs (or of the CronJob it takes over from, whose Jobs carry the task's labels) holds back the others'
-    fires as the controller holds back its own. None for any other Job (nothing read)."""
+    """For the CronJob controller's Job of a task with several schedules under Forbid: the (namespace, AppSchedule,
+    task) whose Jobs the key webhook reads, so that a run of one of its CronJobs holds back the others' fires as the
+    controller holds back its own. None for any other Job (nothing read)."""
     found = _forbidding(job)
     return (namespace, *found) if found is not None and namespace else None
+
+
+def cut_over_check(job: Mapping[str, Any], namespace: str) -> tuple[str, str] | None:
+    """For the CronJob controller's Job of a task taking over from a CronJob under Forbid: (namespace, that
+    CronJob), which the key webhook reads, so that a run of it still active (its ``status.active``: also one that
+    began before the hand-over labelled it) holds back the task's fire as a run of the task's own CronJob would.
+    Once the old CronJob has no active run, nothing is held. None for any other Job (nothing read)."""
+    meta = _dict(job.get("metadata"))
+    annotations = _dict(meta.get("annotations"))
+    old = annotations.get(naming.ANNOTATION_CUT_OVER_FROM)
+    if annotations.get(naming.ANNOTATION_CONCURRENCY) != "Forbid" or not isinstance(old, str) or not old:
+        return None
+    if annotations.get(naming.ANNOTATION_RUN_KIND) or not annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP):
+        return None
+    return (namespace, old) if namespace and _owner(meta) != old else None
+
+
+def old_active_run(job: Mapping[str, Any], old: Mapping[str, Any] | None) -> str | None:
+    """The run of the CronJob ``job``'s task takes over from (``old``, as the API server has it) that is still
+    active (the CronJob controller's ``status.active``), or None."""
+    if old is None or cut_over_check(job, "-") is None:
+        return None
+    if _dict(old.get("metadata")).get("name") != _dict(_dict(job.get("metadata")).get("annotations")).get(
+        naming.ANNOTATION_CUT_OVER_FROM
+    ):
+        return None
+    for ref in _list(_dict(old.get("status")).get("active")):
+        name = _dict(ref).get("name")
+        if isinstance(name, str) and name and name != _dict(job.get("metadata")).get("name"):
+            return name
+    return None
 
 
 def _forbidding(job: Mapping[str, Any]) -> tuple[str, str] | None:
     meta = _dict(job.get("metadata"))
     labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
-    if annotations.get(naming.ANNOTATION_CONCURRENCY) != "Forbid":
-        return None
-    if not (annotations.get(naming.ANNOTATION_SCHEDULES) or annotations.get(naming.ANNOTATION_CUT_OVER_FROM)):
+    if annotations.get(naming.ANNOTATION_CONCURRENCY) != "Forbid" or not annotations.get(naming.ANNOTATION_SCHEDULES):
         return None
     if annotations.get(naming.ANNOTATION_RUN_KIND) or not annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP):
         return None

@@ -27,7 +27,8 @@ What does not carry over, and why:
 * a schedule the CronJob controller would not run (a ``L``, ``W`` or ``#``, a value out of range): its message;
 * the user of a system crontab: a Job runs as its image's user (reported with the task, which is kept);
 * a fire in the hour a daylight-saving change skips: cron runs it right after the change, a CronJob does
-  not (reported with the task, which is kept; in the repeated hour of autumn both run a fire once).
+  not; a fire in the hour a fall-back repeats: cron runs it once, a CronJob twice (both runs with one key). Both
+  reported with the task, which is kept.
 
 Day of week 7 (Sunday, as cron also reads it) is written as 0, which the CronJob controller needs.
 """
@@ -343,6 +344,12 @@ def read(text: str, filename: str, now: datetime, *, system: bool = False, time_
             when = ", ".join(f"{g:%Y-%m-%d %H:%M}" for g in gaps)
             notes.append(f"cron runs what falls in the hour the clocks skip in {zone} ({when}) right after the "
                          "change; a CronJob skips it")  # fmt: skip
+        # cron runs a job of fixed hours once in a repeated hour; one whose minute or hour starts with * (a
+        # "wildcard" job) in both passes, as a CronJob does
+        repeats = [] if fields[0].startswith("*") or fields[1].startswith("*") else repeated_hours(parsed, now)
+        if repeats:
+            notes.append(f"cron runs what falls in the hour the clocks repeat in {zone} ({repeats[0]:%Y-%m-%d %H:%M})"
+                         " once; a CronJob runs it twice, both runs with one key")  # fmt: skip
         command = command.rstrip()
         if stdin is not None and not stdin.endswith("\n"):
             stdin += "\n"  # cron ends the input with a newline

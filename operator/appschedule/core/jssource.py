@@ -25,8 +25,9 @@ listed with the reason, never changed: a seconds field other than 0; both day of
 restricted (node-cron fires on days matching both, a CronJob on days matching either); ``L``, ``W``, ``#``,
 ``?``; a ``utcOffset``; node-cron's ``maxExecutions`` (a count kept in the process); a value that is not a
 literal (a schedule built at run time). Day of week 7 is Sunday to both: ``5-7`` becomes ``5-6,0`` and ``0-7/2``
-the days it matches, ``0,2,4,6`` (crontab.weekday_seven). node-cron's ``scheduled: false`` (the app starts the
-task itself) makes the task suspended, with a note.
+the days it matches, ``0,2,4,6`` (crontab.weekday_seven). node-cron's ``noOverlap: true`` is
+``concurrencyPolicy: Forbid``; ``maxRandomDelay`` and ``scheduled: false`` (node-cron 3's: started by the app;
+node-cron 4 ignores it) are noted with the task.
 """
 
 from __future__ import annotations
@@ -344,10 +345,16 @@ class _File:
         if zone:
             task["timeZone"] = str(zone)
         notes = ["the module it imports must not start the scheduler or the server when imported"]
-        if options.get("scheduled") is False:  # node-cron 3: made stopped, started by the app's own task.start()
-            task["suspend"] = True
-            notes.append("scheduled: false (the app starts it with task.start()): imported suspended; unsuspend it "
-                         "where the app would have started it")  # fmt: skip
+        if options.get("scheduled") is False:  # node-cron 3: made stopped, started by task.start(); 4: ignored
+            notes.append("scheduled: false: node-cron 3 left it stopped until the app called task.start(), "
+                         "node-cron 4 ignores it; the task runs every fire (suspend: true if the app never started "
+                         "it)")  # fmt: skip
+        if options.get("noOverlap") is True:  # node-cron 4: a fire while the last run goes on is skipped
+            task["concurrencyPolicy"] = "Forbid"
+            notes.append("noOverlap: true: concurrencyPolicy Forbid (a fire while a run goes on is skipped)")
+        if options.get("maxRandomDelay"):  # node-cron 4: each run starts up to this many ms late, at random
+            notes.append(f"maxRandomDelay: {options['maxRandomDelay']!r} ms: the task starts on the minute; the "
+                         "app's random delay is not carried over")  # fmt: skip
         if not zone:
             notes.append("node-cron used the process' zone (TZ, else the host's); the task's is spec.timeZone")
         if self.relative.endswith((".ts", ".tsx", ".mts", ".cts")):

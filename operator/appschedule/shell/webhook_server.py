@@ -189,7 +189,8 @@ async def _webhooks(serving: Serving) -> None:
     # the client is made before the first request (reading the kubeconfig or the ServiceAccount and building
     # its TLS context takes a while), so no review waits for it; the key webhook alone does not wait for it to
     # start serving (a Job created meanwhile would be admitted unkeyed): it reads with it only the Jobs of a task
-    # with several schedules under Forbid, and such a review waits for it instead
+    # with several schedules under Forbid, or the CronJob a task under Forbid takes over from, and such a review
+    # waits for it instead
     made = (
         loop.run_in_executor(reviews, lambda: Cluster(api_client())) if serving.kinds & {"validation", "keys"} else None
     )
@@ -220,11 +221,27 @@ async def _webhooks(serving: Serving) -> None:
             log.warning("could not read the Jobs of task %s of %s/%s: %s", check[2], check[0], check[1], error)
             return []
 
+    async def old_cronjob(review: dict[str, Any]) -> dict[str, Any] | None:
+        """The CronJob a task takes over from, for a Job whose fire Forbid may hold back behind that CronJob's run;
+        None (admitted as it comes) when it cannot be read in time."""
+        found = job_of(review)
+        check = admission.cut_over_check(*found) if found is not None and made is not None else None
+        if check is None or made is None:
+            return None
+        try:
+            reader = await asyncio.wait_for(asyncio.shield(made), 4)
+            return await asyncio.wait_for(
+                loop.run_in_executor(reviews, lambda: reader.read_cronjob(*check, timeout=REVIEW_TIMEOUT)), 4
+            )
+        except Exception as error:
+            log.warning("could not read CronJob %s/%s: %s", check[0], check[1], error)
+            return None
+
     async def answer(review: dict[str, Any], *, webhook: str | None, **_: Any) -> dict[str, Any]:
         started = time.monotonic()
         try:
             if webhook == admission.KEY_JOBS and "keys" in serving.kinds:
-                return key_job(review, datetime.now(UTC), await task_jobs(review))
+                return key_job(review, datetime.now(UTC), await task_jobs(review), await old_cronjob(review))
             if webhook == admission.CHECK_APPSCHEDULES and "validation" in serving.kinds:
                 return await check_appschedule(review, lambda r: loop.run_in_executor(reviews, review_access, r))
             raise aiohttp.web.HTTPNotFound(reason=f"no webhook {webhook!r} here")
@@ -285,10 +302,16 @@ def job_of(review: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | None:
     return job, str(request.get("namespace") or "")
 
 
-def key_job(review: Mapping[str, Any], now: datetime, others: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def key_job(
+    review: Mapping[str, Any],
+    now: datetime,
+    others: Sequence[Mapping[str, Any]] = (),
+    old: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The key webhook's answer: the Job keyed; admitted unkeyed, never refused, if anything goes wrong (the
     ledger then reports KeyNotInjected). Refused only for a fire inside one of its task's blackouts. ``others``:
-    the task's Jobs, read when admission.forbid_check asks for them."""
+    the task's Jobs, read when admission.forbid_check asks for them; ``old``: the CronJob the task takes over
+    from, read when admission.cut_over_check asks for it."""
     found = job_of(review)
     if found is None:
         return admission.respond(review)
@@ -297,7 +320,7 @@ def key_job(review: Mapping[str, Any], now: datetime, others: Sequence[Mapping[s
         refusal = admission.blackout_refusal(job)
         if refusal is not None:
             return admission.respond(review, refusal=refusal)
-        return admission.respond(review, patch=admission.json_patch(job, admission.mutate_job(job, now, others)))
+        return admission.respond(review, patch=admission.json_patch(job, admission.mutate_job(job, now, others, old)))
     except Exception:
         name = job.get("metadata", {}).get("name") if isinstance(job.get("metadata"), Mapping) else None
         log.exception("could not key Job %s; admitted without its key", name)
