@@ -144,6 +144,12 @@ def cut_over_check(job: Mapping[str, Any], namespace: str) -> tuple[str, str] | 
     CronJob), which the key webhook reads, so that a run of it still active (its ``status.active``: also one that
     began before the hand-over labelled it) holds back the task's fire as a run of the task's own CronJob would.
     Once the old CronJob has no active run, nothing is held. None for any other Job (nothing read)."""
+    old = _taken_over(job)
+    return (namespace, old) if old is not None and namespace else None
+
+
+def _taken_over(job: Mapping[str, Any]) -> str | None:
+    """The CronJob whose runs hold back this Job's fire under Forbid (``cut_over_check``), or None."""
     meta = _dict(job.get("metadata"))
     annotations = _dict(meta.get("annotations"))
     old = annotations.get(naming.ANNOTATION_CUT_OVER_FROM)
@@ -151,17 +157,14 @@ def cut_over_check(job: Mapping[str, Any], namespace: str) -> tuple[str, str] | 
         return None
     if annotations.get(naming.ANNOTATION_RUN_KIND) or not annotations.get(naming.CRONJOB_SCHEDULED_TIMESTAMP):
         return None
-    return (namespace, old) if namespace and _owner(meta) != old else None
+    return old if _owner(meta) != old else None
 
 
 def old_active_run(job: Mapping[str, Any], old: Mapping[str, Any] | None) -> str | None:
     """The run of the CronJob ``job``'s task takes over from (``old``, as the API server has it) that is still
     active (the CronJob controller's ``status.active``), or None."""
-    if old is None or cut_over_check(job, "-") is None:
-        return None
-    if _dict(old.get("metadata")).get("name") != _dict(_dict(job.get("metadata")).get("annotations")).get(
-        naming.ANNOTATION_CUT_OVER_FROM
-    ):
+    name = _taken_over(job)
+    if old is None or name is None or _dict(old.get("metadata")).get("name") != name:
         return None
     for ref in _list(_dict(old.get("status")).get("active")):
         name = _dict(ref).get("name")
