@@ -505,7 +505,7 @@ def test_thirteen_finished_backfill_runs_of_two_backfills_are_counted_in_one_ste
         }
         shell.add(dataclasses.replace(made, annotations=annotations))
     waking = advance(shell.stored, shell.cfg, list(shell.jobs.values()), now + timedelta(seconds=10))
-    assert waking.wake_at == now + timedelta(seconds=5) + SETTLE_SLACK + timedelta(seconds=1)  # when the mark can pass
+    assert waking.wake_at == now + timedelta(seconds=5) + SETTLE_SLACK  # when the mark can pass
     early = shell.reconcile(now + timedelta(seconds=10))  # created 5 s ago: a Job created before them may yet appear
     assert counts(early) == {"backfilled": JOBS_MAX} and len(shell.holding()) == 13 - JOBS_MAX
     final = shell.reconcile(now + timedelta(seconds=5) + SETTLE_SLACK)  # older than the slack: the mark passes them

@@ -11,7 +11,7 @@ import pytest
 
 from appschedule.core import keys, naming
 from appschedule.core.keys import rfc3339 as stamp
-from appschedule.core.ledger import LedgerUpdate, TaskConfig, advance
+from appschedule.core.ledger import LedgerUpdate, TaskConfig, advance, stands
 from appschedule.core.models import TaskStatus
 from appschedule.core.schedule import parse
 from appschedule.core.view import JobOutcome, JobView
@@ -70,7 +70,28 @@ def step(
     progress: TaskStatus | None, cfg: TaskConfig, jobs: list[JobView], now: datetime
 ) -> tuple[TaskStatus, LedgerUpdate]:
     result = advance(progress, cfg, jobs, now)
+    assert_quiet_stands(progress, cfg, jobs, now, result)
     return result.status, result
+
+
+def assert_quiet_stands(
+    progress: TaskStatus | None, cfg: TaskConfig, jobs: list[JobView], now: datetime, result: LedgerUpdate
+) -> None:
+    """The promise a plan relies on to reuse a step (ledger.stands, reconcile.Quiets): with the same inputs, every
+    step before its wake_at is the same, and wakes no earlier; every step of every test here checks it at later
+    times."""
+    if not stands(result, progress, cfg):
+        return
+    until = result.wake_at or now + timedelta(days=2)
+    span = (until - now).total_seconds()
+    for later in {now + timedelta(seconds=s) for s in (1, span / 3, span / 2, span - 1) if 0 < s < span}:
+        again = advance(progress, cfg, jobs, later)
+        same = [(u.status, u.events, u.release, u.finished, u.starts, u.problems) for u in (again, result)]
+        assert same[0] == same[1], (now, later, until)
+        if result.wake_at is None:  # time alone changes nothing: nor later
+            assert again.wake_at is None, (now, later, again.wake_at)
+        else:  # the reused step wakes its AppSchedule no later than a step taken then would
+            assert again.wake_at is None or again.wake_at >= result.wake_at, (now, later, again.wake_at, result.wake_at)
 
 
 def counts(status: TaskStatus) -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from appschedule.core import admission, naming, render
 from appschedule.core.keys import rfc3339
-from appschedule.core.ledger import ACTIVE_MAX
+from appschedule.core.ledger import ACTIVE_MAX, TaskConfig
 from appschedule.core.models import JOBS_MAX, TaskStatus
+from appschedule.core.schedule import next_fire
 from appschedule.core.view import JobOutcome, JobView
 
 from .test_ledger import CRONJOB, T0, config, job, start, step
@@ -170,3 +171,63 @@ def test_the_ledger_counts_every_settled_time_once(
     missed = set(status.missed_times or [])
     ran = {r.scheduled_time for r in status.recent or [] if r.state != "Missed"}
     assert not missed & ran
+
+
+BERLIN_CHANGES = [datetime(2026, 3, 29, 0, 0, tzinfo=UTC), datetime(2026, 10, 25, 0, 0, tzinfo=UTC)]  # 01:00 UTC each
+
+
+@st.composite
+def dst_histories(draw: st.DrawFn) -> tuple[TaskConfig, datetime, list[JobView], list[datetime]]:
+    """A task in Berlin over one of its clock changes (several fires an hour, one in the repeated or skipped hour, or a
+    daily one at 02:30), its Jobs (on time, late, a second copy, running, failed, deleted while held) and the times
+    it is stepped at."""
+    change = draw(st.sampled_from(BERLIN_CHANGES))
+    expression = draw(st.sampled_from(["*/20 * * * *", "30 2 * * *", "0,30 1-3 * * *", "* * * * *"]))
+    cfg = config(
+        expression,
+        "Europe/Berlin",
+        concurrency=draw(st.sampled_from(["Allow", "Forbid", "Replace"])),
+        starting_deadline=draw(st.sampled_from([None, 60, 600])),
+        grace=draw(st.sampled_from([0, 120])),
+    )
+    fires: list[datetime] = []
+    moment = change - timedelta(hours=2)
+    while len(fires) < 12:
+        found = next_fire(cfg.schedule, moment)
+        if found is None or found > change + timedelta(days=2):
+            break
+        fires.append(found)
+        moment = found
+    views = []
+    for index, fire in enumerate(fires):
+        for copy in range(draw(st.sampled_from([0, 1, 1, 2]))):
+            delay = draw(st.sampled_from([1, 5, 90, 400]))
+            views.append(
+                job(
+                    fire,
+                    created=fire + timedelta(seconds=delay),
+                    name=f"{CRONJOB}-{index}-{copy}",
+                    outcome=draw(st.sampled_from(OUTCOMES)),
+                    deleting=draw(st.booleans()),
+                )
+            )
+    last = fires[-1] if fires else change + timedelta(hours=4)
+    span = int((last - change).total_seconds()) + 4 * 3600
+    times = sorted(
+        change - timedelta(hours=2) + timedelta(seconds=s) for s in draw(st.lists(st.integers(0, span), max_size=8))
+    )
+    return cfg, change - timedelta(hours=2, seconds=30), views, times
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=dst_histories())
+def test_a_quiet_step_stands_until_it_wakes_on_the_days_the_clocks_change(
+    history: tuple[TaskConfig, datetime, list[JobView], list[datetime]],
+) -> None:
+    """The promise reconcile.Quiets relies on (every step goes through test_ledger.step, which checks it at later
+    times), on the two days Berlin changes its clocks, the Jobs appearing as they are created."""
+    cfg, begin, views, times = history
+    status = start(cfg, begin)
+    for now in times:
+        visible = [v for v in views if v.created <= rfc3339(now)]
+        status, _ = step(status, cfg, visible, now)

@@ -362,6 +362,20 @@ def advance(
     )
 
 
+def stands(update: LedgerUpdate, progress: TaskStatus | None, config: TaskConfig) -> bool:
+    """A step that stands until its ``wake_at``: with the same progress, settings, Jobs and pods, a step at any time
+    before then is this one (the ledger's promise: ``wake_at`` is when time alone changes something next), so a plan
+    may reuse it instead of stepping again (reconcile.Quiets); tests/unit/test_ledger.py ``step`` and
+    test_properties.py check it. Not a step that reads the time itself: one with Events (a late run's says how late),
+    one that starts tracking (from now), one that opens or closes a suspension (at now)."""
+    return (
+        progress is not None
+        and not update.events
+        and update.status.tracking_since == progress.tracking_since
+        and update.status.suspensions == progress.suspensions
+    )
+
+
 def _waiting_fires(base: TaskStatus, schedule: Schedule | None) -> list[str]:
     """The fires waiting to be caught up, as stored: only times as the serializer writes them, of ``schedule``
     when given (the status can be written by anyone; anything else is dropped), oldest first, at most
@@ -514,7 +528,7 @@ def _take(
         if _stands(kind):
             waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
         if ended and created is not None:  # once older than the slack, the mark can pass it
-            book.wake(created + SETTLE_SLACK + timedelta(seconds=1))
+            book.wake(created + SETTLE_SLACK)
         return False
     _count(book, job, name, scheduled, run_times)
     return True
@@ -966,31 +980,38 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
     def following(after: datetime) -> datetime | None:  # the next fire that may run: past the blackouts
         return blackout.next_allowed(schedule, windows, after) if windows else next_fire(schedule, after)
 
+    def settles(fire: datetime, after: datetime | None) -> None:  # wake when time alone lets a fire come settle
+        moments = [after + SETTLE_SLACK] if after is not None else []
+        if config.starting_deadline is not None:
+            moments.append(fire + timedelta(seconds=config.starting_deadline) + SETTLE_SLACK)
+        for moment in moments:
+            if moment > now:  # one passed already: what holds it is not time
+                book.wake(moment)
+
     pending = following(book.checked)
     late_since = book.base.late_since
     while pending is not None and pending <= now and (pending in job_times or repeat_of(schedule, pending)):
-        pending = following(pending)
-    if pending is not None and pending <= now and not config.suspend and not _within(pending, blocked):
-        grace_end = pending + timedelta(seconds=config.grace)
-        if now >= grace_end:
-            if late_since != rfc3339(pending):
-                book.note(
-                    "RunLate",
-                    f"{keys.key_of(config.task, pending)}: no Job "
-                    f"{int((now - pending).total_seconds())}s after its time",
-                )
-                late_since = rfc3339(pending)
-            book.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {rfc3339(pending)}"))
-        else:
-            book.wake(grace_end)
         after = following(pending)
-        if after is not None:
-            book.wake(after + SETTLE_SLACK)
-        if config.starting_deadline is not None:
-            book.wake(pending + timedelta(seconds=config.starting_deadline) + SETTLE_SLACK)
+        settles(pending, after)  # a fire with its Job, or repeated at a fall-back: settled once the slack is past
+        pending = after
+    if pending is not None and pending <= now:
+        if not config.suspend and not _within(pending, blocked):
+            grace_end = pending + timedelta(seconds=config.grace)
+            if now >= grace_end:
+                if late_since != rfc3339(pending):
+                    book.note(
+                        "RunLate",
+                        f"{keys.key_of(config.task, pending)}: no Job "
+                        f"{int((now - pending).total_seconds())}s after its time",
+                    )
+                    late_since = rfc3339(pending)
+                book.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {rfc3339(pending)}"))
+            else:
+                book.wake(grace_end)
+        settles(pending, following(pending))  # missed, or skipped (suspended, blocked under Forbid), late or not
     upcoming = following(now)
-    if upcoming is not None:
-        book.wake(upcoming + SETTLE_SLACK)
+    if upcoming is not None:  # its grace may end before the slack: it is late then, not 15 s later
+        book.wake(upcoming + min(SETTLE_SLACK, timedelta(seconds=config.grace)))
     return late_since
 
 

@@ -18,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,7 +32,7 @@ from .schedule import earliest as schedule_earliest
 from .status import StatusWait
 from .view import World
 
-__all__ = ["Event", "Plan", "plan"]
+__all__ = ["Event", "Plan", "Quiets", "plan"]
 
 
 @dataclass
@@ -55,6 +55,65 @@ class Plan:
     write_events: list[Event] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Quiet:
+    """A task's ledger step that stands until its wake_at (ledger.stands) and everything it was taken from."""
+
+    entry: Any  # the task's entry of the status, as the view held it
+    config: ledger.TaskConfig
+    jobs: tuple[Any, ...]
+    pods: Mapping[str, Any]
+    step: ledger.LedgerUpdate
+
+    def holds(
+        self, entry: Any, config: ledger.TaskConfig, jobs: tuple[Any, ...], pods: Mapping[str, Any], now: datetime
+    ) -> bool:
+        """The same inputs (unchanged views are the same objects, so this is mostly identity) and a time before the
+        step's ``wake_at``."""
+        wake = self.step.wake_at
+        return (
+            (wake is None or now.replace(microsecond=0) < wake)
+            and _alike(self.jobs, jobs)
+            and self.entry == entry
+            and self.config == config
+            and self.pods.keys() == pods.keys()
+            and all(_alike(self.pods[name], pods[name]) for name in pods)
+        )
+
+
+def _alike(old: Sequence[Any], new: Sequence[Any]) -> bool:
+    """The same Jobs or pods but for their resourceVersion, which the ledger never reads: a change to what their views
+    do not keep (a pod's conditions, a Job's ready count) changes only that."""
+    return len(old) == len(new) and all(a is b or a.same_except_version(b) for a, b in zip(old, new, strict=True))
+
+
+class Quiets:
+    """The standing ledger steps of the last tasks planned, by (namespace, AppSchedule, task), at most ``size`` (the
+    least recently planned go first). A Job's events wake its AppSchedule, and the plan steps every task's ledger: the
+    other tasks' inputs mostly did not change (also while a status they changed waits to be written). The shell keeps
+    one and hands it to every plan; it only ever saves work (a step is reused only for the same inputs, before its
+    ``wake_at``)."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self.size = size
+        self._held: dict[tuple[str, str, str], _Quiet] = {}
+        self.hits = 0
+
+    def get(self, key: tuple[str, str, str]) -> _Quiet | None:
+        return self._held.get(key)
+
+    def put(self, key: tuple[str, str, str], held: _Quiet | None) -> None:
+        self._held.pop(key, None)
+        if held is None:
+            return
+        self._held[key] = held
+        if len(self._held) > self.size:
+            del self._held[next(iter(self._held))]
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
 def _index(spec: Mapping[str, Any], task: str) -> int:
     tasks = spec.get("tasks") or []
     return next((i for i, t in enumerate(tasks) if isinstance(t, dict) and t.get("name") == task), 0)
@@ -66,12 +125,14 @@ def plan(
     *,
     rejected: Mapping[str, str] | None = None,
     failed: Mapping[str, str] | None = None,
+    quiets: Quiets | None = None,
 ) -> Plan:
     """Everything one reconcile should do; see the module docstring for the invariants.
 
     ``rejected`` names tasks whose CronJob the API server refused as invalid, or whose name a CronJob
     we do not control holds (the user's to fix); ``failed`` tasks whose write failed for a reason that
-    is ours (RBAC, a terminating namespace: retried with back-off). Both keep the CronJob they had."""
+    is ours (RBAC, a terminating namespace: retried with back-off). Both keep the CronJob they had. ``quiets``:
+    the quiet ledger steps of earlier plans, reused where nothing they came from changed (Quiets)."""
     rejected, failed = rejected or {}, failed or {}
     view = world.appschedule
     appschedule = view.as_object()
@@ -146,7 +207,7 @@ def plan(
     ready = status.ready_condition(
         errors, len(desired) + len(parts), view.deployment, view.status, view.generation, now_text
     )
-    runs = _ledgers(world, running, rendered, now, result)
+    runs = _ledgers(world, running, rendered, now, result, quiets)
     backfills = _backfills(world, running, now, result)
     # a task's pause and its runs' problems, a group each: the paused first, an unreadable annotation before all
     by_task = [[("TaskPaused", p.message()), *(runs[t].problems if t in runs else ())] for t, p in pauses.items()]
@@ -390,25 +451,40 @@ def task_config(
 
 
 def _ledgers(
-    world: World, running: Mapping[str, tuple[str, Mapping[str, Any]]], rendered: Rendered, now: datetime, out: Plan
+    world: World,
+    running: Mapping[str, tuple[str, Mapping[str, Any]]],
+    rendered: Rendered,
+    now: datetime,
+    out: Plan,
+    quiets: Quiets | None = None,
 ) -> dict[str, ledger.LedgerUpdate]:
     """Advance the ledger of every task that has a CronJob; collect what the shell must do for it. The
     Jobs of a task that no longer runs are let go once they are done (nothing can count them)."""
-    previous = {t.get("name"): t for t in world.appschedule.status.get("tasks") or [] if isinstance(t, Mapping)}
+    view = world.appschedule
+    previous = {t.get("name"): t for t in view.status.get("tasks") or [] if isinstance(t, Mapping)}
     advanced: dict[str, ledger.LedgerUpdate] = {}
     for task, (cronjob, spec) in running.items():
         config = task_config(task, cronjob, spec, _grace(rendered, task), _catch_up(rendered, task))
         if config is None:
             continue
-        try:
-            progress = TaskStatus.model_validate(previous[task]) if task in previous else None
-        except ValueError:
-            progress = None  # an entry written by hand that does not parse: tracking starts again
         jobs = tuple(j for j in world.jobs.get(task, ()) if not j.idle)  # an idle Job runs nothing: no run
         out.release.extend(j.name for j in world.jobs.get(task, ()) if j.idle and j.finalizer)
-        step = ledger.advance(
-            progress, config, jobs, now, {j.name: world.pods[j.name] for j in jobs if j.name in world.pods}
-        )
+        pods = {j.name: world.pods[j.name] for j in jobs if j.name in world.pods}
+        entry, key = previous.get(task), (view.namespace, view.name, task)
+        memo = quiets.get(key) if quiets is not None else None
+        if memo is not None and memo.holds(entry, config, jobs, pods, now):
+            step = memo.step  # the same inputs, before its wake_at: the same step (ledger.stands)
+            if quiets is not None:
+                quiets.hits += 1
+        else:
+            try:
+                progress = TaskStatus.model_validate(entry) if entry is not None else None
+            except ValueError:
+                progress = None  # an entry written by hand that does not parse: tracking starts again
+            step = ledger.advance(progress, config, jobs, now, pods)
+            if quiets is not None:
+                stands = ledger.stands(step, progress, config)
+                quiets.put(key, _Quiet(entry, config, jobs, pods, step) if stands else None)
         advanced[task] = step
         out.release.extend(step.release)
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)

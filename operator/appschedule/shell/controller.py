@@ -35,7 +35,7 @@ from urllib3.exceptions import HTTPError
 from ..core import keys, naming
 from ..core.events import Event
 from ..core.lease import RETRY_SECONDS
-from ..core.reconcile import Plan, plan
+from ..core.reconcile import Plan, Quiets, plan
 from ..core.schedule import earliest
 from ..core.status import StatusWait, needs_listed_view, wait_left
 from ..core.view import AppScheduleView, View, World, project_deployment
@@ -114,6 +114,8 @@ class Controller:
     _planner: ThreadPoolExecutor = field(init=False, repr=False)
     # the AppSchedules this replica plans (--shards: those of the shards it holds, shards.py); every one otherwise
     owns: Callable[[Key], bool] = field(default=lambda key: True, repr=False)
+    # the quiet ledger steps of recent plans, reused by a plan of the same inputs (the planning thread alone uses it)
+    quiets: Quiets = field(default_factory=Quiets, repr=False)
 
     def __post_init__(self) -> None:
         self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
@@ -229,6 +231,7 @@ class Controller:
             "queued": len(self.queue),
             "active": len(self.queue.active),
             "reconciles": self.reconciles,
+            "quiet_steps_reused": self.quiets.hits,
             "requests": requests,
             "time": time.time(),
         }
@@ -452,7 +455,9 @@ class Controller:
         probe, and a plan is CPU (rendering, the ledger) that must never make them wait. ``world`` is a
         snapshot of immutable views, so the thread shares nothing with the loop. The interpreter hands the GIL
         over every millisecond (handlers.startup), so the loop gets it back within about that while a plan runs."""
-        return await asyncio.get_running_loop().run_in_executor(self._planner, partial(plan, world, now, **given))
+        return await asyncio.get_running_loop().run_in_executor(
+            self._planner, partial(plan, world, now, quiets=self.quiets, **given)
+        )
 
     async def _write_jobs(self, write: Writer, decided: Plan) -> tuple[int, str | None]:
         """Create the Jobs the plan starts, in order (oldest fire first); each goes into the view from the
