@@ -17,6 +17,9 @@
    the same count over a year against over a week (O(windows): about the ratio of their spans, not 52x the
    fires), and the no-op plan of item 3 with those 32 blackouts on every task against none (target: at most
    1.5x).
+6. The plans of one AppSchedule of three tasks through Berlin's autumn change night (every 13 s for two hours, the
+   Jobs of each fire made, run and ended, its status written back: tests/unit/test_quiets.py), reusing the ledger
+   steps whose inputs did not change (reconcile.Quiets) against stepping every task's ledger in every plan.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the test kit is tests.kit
 
@@ -38,7 +43,7 @@ from tests.kit.worlds import world_of
 from appschedule.core import blackout, keys, naming, schedule
 from appschedule.core.keys import rfc3339 as stamp
 from appschedule.core.ledger import TaskConfig, advance
-from appschedule.core.reconcile import plan
+from appschedule.core.reconcile import Quiets, plan
 from appschedule.core.render import render
 from appschedule.core.view import JobView
 
@@ -276,6 +281,39 @@ def bench_metrics_memory(tasks: int = 3000) -> None:
     )
 
 
+def bench_quiets() -> None:
+    from tests.unit import test_quiets as night  # the sequence the equivalence test plans
+
+    deployment = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "deployment.yaml").read_text())
+    deployment["metadata"].update(name="web", namespace="shop")
+    start = night.NIGHTS[1]
+    end = start + timedelta(hours=2)
+    fires = {n: list(schedule.fires_between(schedule.parse(s, "Europe/Berlin"), start, end)) for n, s in night.TASKS}
+    first = plan(world_of(night.appschedule({}), deployment), start)
+    made = {"creationTimestamp": "2026-10-01T00:00:00Z"}
+    cronjobs = [{**m, "metadata": {**m["metadata"], "uid": f"cj-{m['metadata']['name']}", **made}} for m in first.apply]
+    worlds, status, released, now = [], first.status, set[str](), start
+    while now < end:
+        jobs = [j for n, times in fires.items() for f in times if (j := night.job(n, f, now, released)) is not None]
+        world = world_of(night.appschedule(status), deployment, cronjobs, jobs=jobs)
+        worlds.append((world, now))
+        decided = plan(world, now)
+        if decided.status_changed:
+            status, released = decided.status, released | set(decided.release)
+        now += timedelta(seconds=13)
+
+    def every(quiets: Quiets | None) -> None:
+        for world, at in worlds:
+            plan(world, at, quiets=quiets)
+
+    base = min(timeit.repeat(partial(every, None), number=1, repeat=3))
+    ours = min(timeit.repeat(lambda: every(Quiets()), number=1, repeat=3))
+    print(
+        f"plans of a night of 3 tasks   {len(worlds)} plans   every ledger stepped {base / len(worlds) * 1000:5.2f} ms "
+        f"a plan   unchanged steps reused {ours / len(worlds) * 1000:5.2f} ms   ratio {ours / base:4.2f}x"
+    )
+
+
 if __name__ == "__main__":
     bench_count()
     bench_union()
@@ -283,3 +321,4 @@ if __name__ == "__main__":
     bench_plan()
     bench_metrics_memory()
     bench_blackouts()
+    bench_quiets()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from appschedule.core import keys, naming
+from appschedule.core import blackout, keys, naming
 from appschedule.core.keys import rfc3339 as stamp
 from appschedule.core.ledger import LedgerUpdate, TaskConfig, advance, stands
 from appschedule.core.models import TaskStatus
@@ -597,3 +597,28 @@ def test_under_forbid_a_run_asked_for_never_blocks_a_fire_and_its_grace_runs_fro
     status, result = step(status, cfg, [manual, rerun], T0 + timedelta(minutes=2, seconds=30))
     assert "RunNotStarted" not in [e.reason for e in result.events]
     assert counts(status) == {"manual": 1, "reruns": 1, "missed": 2}  # 15:00, 15:01 had no Job: missed, not skipped
+
+
+def test_a_fire_missed_just_before_a_blackout_is_settled_once_the_next_fire_is_past_the_slack() -> None:
+    """The next fire settles the one before it, blacked out or not (the CronJob controller starts only the latest
+    fire): the step wakes for it, not at the blackout's end (found by a review of the reuse of steps)."""
+    windows = blackout.of([{"name": "x", "weekly": {"days": ["FRI"], "from": "15:05", "to": "16:00"}}])
+    cfg = config(blackouts=windows, starting_deadline=None, grace=30)
+    status = start(cfg, T0 + timedelta(minutes=3, seconds=30))
+    status, late = step(status, cfg, [], T0 + timedelta(minutes=4, seconds=40))  # 15:04 has no Job: late
+    assert [e.reason for e in late.events] == ["RunLate"]
+    assert late.wake_at == T0 + timedelta(minutes=5, seconds=15)  # 15:05, blacked out, past the slack
+    status, missed = step(status, cfg, [], late.wake_at)
+    assert counts(status).get("missed") == 1 and [e.reason for e in missed.events] == ["MissedRun"]
+
+
+def test_a_job_seen_before_its_time_settles_its_fire_at_that_time() -> None:
+    """The API server's clock ahead of the operator's: the Job of 15:01 is in the view at 15:00:58; its fire is
+    settled at 15:01, so the step wakes then (not 15 s later)."""
+    cfg = config()
+    status = start(cfg)
+    early = job(T0 + timedelta(minutes=1), created=T0 + timedelta(seconds=58))
+    status, result = step(status, cfg, [early], T0 + timedelta(seconds=58))
+    assert result.wake_at == T0 + timedelta(minutes=1)
+    status, _ = step(status, cfg, [early], result.wake_at)
+    assert status.checked_until == stamp(T0 + timedelta(minutes=1))

@@ -308,6 +308,10 @@ def advance(
         catch_up=_waiting_fires(base, config.schedule),
         mark=_mark(base, now),
     )
+    if base.filed_through is not None and book.mark is None:  # a mark after now (written by hand): true then
+        marked = parse_time(base.filed_through.created)
+        if marked is not None and marked > now:
+            book.wake(marked)
     restarted = progress is not None and base.tracking_since != progress.tracking_since
     if restarted or not config.catch_up:  # the schedule changed, or catch-up was turned off: no fire waits any more
         stored = _waiting_fires(base, None)  # fires of the schedule they were missed under
@@ -367,10 +371,14 @@ def stands(update: LedgerUpdate, progress: TaskStatus | None, config: TaskConfig
     before then is this one (the ledger's promise: ``wake_at`` is when time alone changes something next), so a plan
     may reuse it instead of stepping again (reconcile.Quiets); tests/unit/test_ledger.py ``step`` and
     test_properties.py check it. Not a step that reads the time itself: one with Events (a late run's says how late),
-    one that starts tracking (from now), one that opens or closes a suspension (at now)."""
+    one that starts tracking (from now), one that opens or closes a suspension (at now), one that ends a run (a Job
+    without a finish time ends now), one of a task with blackouts (its fires blacked out are settled as time passes,
+    and nothing wakes for each)."""
     return (
         progress is not None
         and not update.events
+        and not update.finished
+        and not config.blackouts
         and update.status.tracking_since == progress.tracking_since
         and update.status.suspensions == progress.suspensions
     )
@@ -522,14 +530,17 @@ def _take(
     settles = kept_kind or (scheduled <= settles_by and finish <= settles_by)
     if passing and ended and settles and created is not None and created <= book.now - SETTLE_SLACK:
         book.passed.add(name)  # counted now, its record let go at the end of the step: the mark passes it
-    elif len(records) - len(book.passed) >= JOBS_MAX or (
-        not ended and sum(1 for n, r in records.items() if not r.finished and n not in book.passed) >= ACTIVE_MAX
-    ):
-        if _stands(kind):
-            waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
-        if ended and created is not None:  # once older than the slack, the mark can pass it
+    else:
+        if passing and ended and settles and created is not None:  # too new for the mark: it may pass it then
             book.wake(created + SETTLE_SLACK)
-        return False
+        if len(records) - len(book.passed) >= JOBS_MAX or (
+            not ended and sum(1 for n, r in records.items() if not r.finished and n not in book.passed) >= ACTIVE_MAX
+        ):
+            if _stands(kind):
+                waiting.add(scheduled)  # its turn comes when a Job is filed; a finished one always gets through
+            if ended and created is not None:  # once older than the slack, the mark can pass it
+                book.wake(created + SETTLE_SLACK)
+            return False
     _count(book, job, name, scheduled, run_times)
     return True
 
@@ -980,7 +991,9 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
     def following(after: datetime) -> datetime | None:  # the next fire that may run: past the blackouts
         return blackout.next_allowed(schedule, windows, after) if windows else next_fire(schedule, after)
 
-    def settles(fire: datetime, after: datetime | None) -> None:  # wake when time alone lets a fire come settle
+    # wake when time alone lets a fire that came settle: once the next fire of the schedule (blacked out or not:
+    # settled_until reads the schedule) is past the slack, or its starting deadline is
+    def settles(fire: datetime, after: datetime | None) -> None:
         moments = [after + SETTLE_SLACK] if after is not None else []
         if config.starting_deadline is not None:
             moments.append(fire + timedelta(seconds=config.starting_deadline) + SETTLE_SLACK)
@@ -991,9 +1004,9 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
     pending = following(book.checked)
     late_since = book.base.late_since
     while pending is not None and pending <= now and (pending in job_times or repeat_of(schedule, pending)):
-        after = following(pending)
-        settles(pending, after)  # a fire with its Job, or repeated at a fall-back: settled once the slack is past
-        pending = after
+        after = next_fire(schedule, pending)
+        settles(pending, after)  # a fire with its Job, or repeated at a fall-back
+        pending = following(pending) if windows else after
     if pending is not None and pending <= now:
         if not config.suspend and not _within(pending, blocked):
             grace_end = pending + timedelta(seconds=config.grace)
@@ -1008,10 +1021,12 @@ def look_ahead(book: Book, job_times: set[datetime], blocked: Sequence[tuple[dat
                 book.problems.append(("RunLate", f"task {config.task!r}: no Job yet for {rfc3339(pending)}"))
             else:
                 book.wake(grace_end)
-        settles(pending, following(pending))  # missed, or skipped (suspended, blocked under Forbid), late or not
+        settles(pending, next_fire(schedule, pending))  # missed, or skipped (suspended, blocked), late or not
     upcoming = following(now)
     if upcoming is not None:  # its grace may end before the slack: it is late then, not 15 s later
         book.wake(upcoming + min(SETTLE_SLACK, timedelta(seconds=config.grace)))
+        if upcoming in job_times:  # its Job seen before its time (the API server's clock ahead): settled at it
+            book.wake(upcoming)
     return late_since
 
 

@@ -59,6 +59,7 @@ class Plan:
 class _Quiet:
     """A task's ledger step that stands until its wake_at (ledger.stands) and everything it was taken from."""
 
+    at: datetime  # the step's time
     entry: Any  # the task's entry of the status, as the view held it
     config: ledger.TaskConfig
     jobs: tuple[Any, ...]
@@ -70,9 +71,10 @@ class _Quiet:
     ) -> bool:
         """The same inputs (unchanged views are the same objects, so this is mostly identity) and a time before the
         step's ``wake_at``."""
-        wake = self.step.wake_at
+        wake, now = self.step.wake_at, now.replace(microsecond=0)
         return (
-            (wake is None or now.replace(microsecond=0) < wake)
+            self.at <= now  # a clock set back: never reused for a time before the step's
+            and (wake is None or now < wake)
             and _alike(self.jobs, jobs)
             and self.entry == entry
             and self.config == config
@@ -100,7 +102,10 @@ class Quiets:
         self.hits = 0
 
     def get(self, key: tuple[str, str, str]) -> _Quiet | None:
-        return self._held.get(key)
+        held = self._held.pop(key, None)
+        if held is not None:  # planned again: the most recent
+            self._held[key] = held
+        return held
 
     def put(self, key: tuple[str, str, str], held: _Quiet | None) -> None:
         self._held.pop(key, None)
@@ -484,7 +489,7 @@ def _ledgers(
             step = ledger.advance(progress, config, jobs, now, pods)
             if quiets is not None:
                 stands = ledger.stands(step, progress, config)
-                quiets.put(key, _Quiet(entry, config, jobs, pods, step) if stands else None)
+                quiets.put(key, _Quiet(now.replace(microsecond=0), entry, config, jobs, pods, step) if stands else None)
         advanced[task] = step
         out.release.extend(step.release)
         out.finished.extend((task, result, seconds) for result, seconds in step.finished)
