@@ -11,7 +11,7 @@ import pytest
 
 from appschedule.core import blackout, keys, naming
 from appschedule.core.keys import rfc3339 as stamp
-from appschedule.core.ledger import LedgerUpdate, TaskConfig, advance, stands
+from appschedule.core.ledger import ACTIVE_MAX, LedgerUpdate, TaskConfig, advance, stands
 from appschedule.core.models import TaskStatus
 from appschedule.core.schedule import parse
 from appschedule.core.view import JobOutcome, JobView
@@ -622,3 +622,21 @@ def test_a_job_seen_before_its_time_settles_its_fire_at_that_time() -> None:
     assert result.wake_at == T0 + timedelta(minutes=1)
     status, _ = step(status, cfg, [early], result.wake_at)
     assert status.checked_until == stamp(T0 + timedelta(minutes=1))
+
+
+def test_fires_waiting_for_a_record_with_their_jobs_started_never_wake_the_step_at_once() -> None:
+    """Allow, a 10 minute catch-up window, the CronJob controller down: every waiting fire is started, only
+    ACTIVE_MAX of their Jobs get a record and the others wait, never expiring. No step may wake at or before its
+    own time for them: the controller would plan it again at once, over and over (a review found it)."""
+    cfg = config(concurrency="Allow", catch_up=600, starting_deadline=None)
+    status = start(cfg)
+    jobs: list[JobView] = []
+    now = T0 + timedelta(minutes=7, seconds=30)
+    while now < T0 + timedelta(minutes=20):
+        status, result = step(status, cfg, jobs, now)
+        assert result.wake_at is None or result.wake_at > now, (now, result.wake_at)
+        names = {j.name for j in jobs}
+        jobs += [asked("catch-up", f, now + timedelta(seconds=1), f"cu-{f:%H%M}", done=False)
+                 for f in result.starts if f"cu-{f:%H%M}" not in names]  # fmt: skip
+        now = max(result.wake_at or now, now) + timedelta(seconds=1)
+    assert len(jobs) > ACTIVE_MAX and status.catch_up  # some did wait for a record

@@ -970,7 +970,10 @@ def catch_up(book: Book, jobs: Sequence[JobView]) -> None:
         _count_missed(book, [parse_time(t) or now for t in expired])
     if not book.catch_up:
         return
-    book.wake((parse_time(book.catch_up[0]) or now) + timedelta(seconds=config.catch_up))
+    # when the next one expires; one with its Job never does (it waits for a record: events wake it, not time)
+    ends = [(parse_time(t) or now) + timedelta(seconds=config.catch_up) for t in book.catch_up if t not in present]
+    if any(end > now for end in ends):
+        book.wake(min(end for end in ends if end > now))
     if config.suspend:
         return
     waiting = [t for t in book.catch_up if t not in present]
