@@ -94,3 +94,18 @@ def test_a_plan_reusing_quiet_steps_is_the_plan_that_steps_every_ledger(
         now += timedelta(seconds=13)
     assert steps > 550 and quiets.hits > steps  # most of the tasks' steps were reused, and nothing differed
     assert earlier < steps / 4, earlier
+
+
+def test_the_steps_kept_stay_within_their_bound_and_the_ones_in_use_stay() -> None:
+    """At most ``size`` steps (about 12 KiB each); the least recently planned go first, and a step reused counts as
+    planned (so the steps in use are not the ones evicted)."""
+    quiets = Quiets(size=3)
+    kept = object()
+    for name in ("a", "b", "c"):
+        quiets.put(("shop", name, "t"), kept)  # type: ignore[arg-type]
+    assert quiets.get(("shop", "a", "t")) is kept  # reused: now the most recent
+    quiets.put(("shop", "d", "t"), kept)
+    assert len(quiets) == 3 and quiets.get(("shop", "b", "t")) is None  # b, the least recent, went
+    assert quiets.get(("shop", "a", "t")) is kept
+    quiets.put(("shop", "a", "t"), None)  # a step that does not stand replaces it with nothing
+    assert quiets.get(("shop", "a", "t")) is None and len(quiets) == 2
