@@ -219,7 +219,7 @@ def _serving(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.
         liveness = (url.hostname or "", url.port, url.path or "/healthz")
     if not args.webhook_port and not liveness:
         return None
-    files = None
+    files = scratch = None
     if args.webhook_port:
         if args.webhook_cert_dir:
             files = certs.from_dir(Path(args.webhook_cert_dir))
@@ -228,7 +228,8 @@ def _serving(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.
             if args.webhook_service:
                 namespace, name = args.webhook_service.split("/", 1)
                 hosts = [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local", f"{name}.{namespace}"]
-            files = certs.generate(Path(tempfile.mkdtemp(prefix="appschedule-webhook-")), hosts)
+            scratch = Path(tempfile.mkdtemp(prefix="appschedule-webhook-"))
+            files = certs.generate(scratch, hosts)
     client = webhook_server.client_config(files, args.webhook_port or 0, args.webhook_host, args.webhook_service)
     return webhook_server.Serving(
         kinds=kinds if args.webhook_port else frozenset(),
@@ -238,6 +239,7 @@ def _serving(args: argparse.Namespace, kinds: frozenset[str]) -> webhook_server.
         client=client,
         config_name=(args.webhook_config_name or None) if args.webhook_port else None,
         liveness=liveness,
+        scratch=scratch,
     )
 
 

@@ -118,10 +118,14 @@ class OperatorProcess(Operator):
     """The operator as the integration tests run it (the kit's launcher): resyncs every 3 s, JSON logs,
     the liveness endpoint on ``liveness_port``, plus ``extra`` arguments."""
 
-    def __init__(self, kubeconfig: Path, log: Path, *extra: str, liveness_port: int = 20290) -> None:
+    def __init__(
+        self, kubeconfig: Path, log: Path, *extra: str, liveness_port: int = 20290, tmp: Path | None = None
+    ) -> None:
         self.liveness = f"http://127.0.0.1:{liveness_port}/healthz"
+        self.tmp = tmp  # its TMPDIR, when given
         args = ["run", "--resync-seconds", "3", "--full-resync-every", "1", "--log-format", "json"]
-        super().__init__([*args, "--liveness", self.liveness, *extra], log=log, kubeconfig=kubeconfig)
+        env = {**os.environ, "TMPDIR": str(tmp)} if tmp is not None else None
+        super().__init__([*args, "--liveness", self.liveness, *extra], log=log, kubeconfig=kubeconfig, env=env)
 
 
 _operator: OperatorProcess | None = None
@@ -144,9 +148,12 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     global _operator
     log = tmp_path_factory.mktemp("operator") / "operator.log"
+    tmp = tmp_path_factory.mktemp("operator-tmp")  # where it makes its webhook certificate (none given)
     # the key webhook on Jobs (validation of AppSchedules is tested with an operator of its own: the tests
     # here write invalid specs on purpose, as a user could while the webhook is down)
-    _operator = OperatorProcess(cluster.kubeconfig, log, *SESSION_WEBHOOKS, "--metrics-port", str(METRICS_PORT))
+    _operator = OperatorProcess(
+        cluster.kubeconfig, log, *SESSION_WEBHOOKS, "--metrics-port", str(METRICS_PORT), tmp=tmp
+    )
     _operator.start_and_wait()
     yield _operator
     _operator.stop()

@@ -352,6 +352,15 @@ def test_h_resolves_to_what_next_prints_and_stays_through_a_restart(
     assert shown() == plain
 
 
+def test_the_webhook_certificate_made_for_a_run_leaves_no_file(operator: OperatorProcess) -> None:
+    """Without --webhook-cert-dir the operator makes a certificate and its private key in a directory of its
+    TMPDIR; once the admission process has read them, they are removed (a run killed later leaves nothing)."""
+    tmp = operator.tmp
+    assert tmp is not None
+    until(lambda: "admission webhooks listening" in operator.text(), "the webhooks to listen")
+    until(lambda: not list(tmp.glob("appschedule-webhook-*")), "the certificate's directory to go")
+
+
 def test_liveness_endpoint_answers(operator: OperatorProcess) -> None:
     with urllib.request.urlopen(operator.liveness, timeout=10) as response:
         assert response.status == 200

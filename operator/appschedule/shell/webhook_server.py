@@ -31,7 +31,9 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import SynchronizedString
+from pathlib import Path
 from typing import Any
 
 import aiohttp.web
@@ -70,6 +73,9 @@ class Serving:
     client: Mapping[str, Any]  # the clientConfig the API server calls (without the path), caBundle included
     config_name: str | None  # keep Mutating/ValidatingWebhookConfigurations of this name; None: someone else does
     liveness: tuple[str, int, str] | None  # host, port, path
+    # a directory of certificate files made for this run alone (no --webhook-cert-dir): removed once the server
+    # has read them, so no private key outlives the process, however it ends
+    scratch: Path | None = None
 
 
 class Heartbeat:
@@ -155,6 +161,8 @@ async def _serve(serving: Serving, heartbeat: Heartbeat, parent: int) -> None:
             task.cancel()
         if runner:
             await runner.cleanup()
+        if serving.scratch is not None:  # ended before the server read them
+            shutil.rmtree(serving.scratch, ignore_errors=True)
 
 
 _APPLICATION = aiohttp.web.Application
@@ -173,7 +181,6 @@ def _webhook_application(*args: Any, **kwargs: Any) -> aiohttp.web.Application:
 
 
 async def _webhooks(serving: Serving) -> None:
-    import kopf
 
     from .api import REVIEW_TIMEOUT, Cluster, api_client
 
@@ -249,17 +256,42 @@ async def _webhooks(serving: Serving) -> None:
             if time.monotonic() - started > SLOW_SECONDS:
                 log.warning("admission by %s took %.0f ms", webhook, (time.monotonic() - started) * 1000)
 
-    server = kopf.WebhookServer(
-        addr=serving.addr or None,
-        port=serving.port,
-        certfile=str(serving.files.cert),
-        pkeyfile=str(serving.files.key),
-        host="localhost",
-    )
-    async for _config in server(answer):  # type: ignore[arg-type]  # our dispatch, not kopf's registry
+    server = _server(serving)
+    async for _config in server(answer):  # our dispatch, not kopf's registry
         log.info("admission webhooks listening on %s:%s", serving.addr, serving.port)
         if serving.config_name:
             await asyncio.get_running_loop().run_in_executor(reviews, _configure, serving)
+
+
+def _server(serving: Serving) -> Any:
+    """kopf's server: on the files given (--webhook-cert-dir), which it re-reads when they change; or on a TLS
+    context loaded now from the files made for this run, which are removed at once (no private key is left on
+    disk however the process ends, and nothing renews them)."""
+    import kopf
+
+    class Loaded(kopf.WebhookServer):
+        """On a TLS context loaded already: with no files kopf would make a self-signed certificate of its own
+        (``_build_ssl``), and it has none to watch. The caBundle it would compute is not used: the webhook
+        configurations carry ``Serving.client``'s."""
+
+        def _build_ssl(self) -> tuple[bytes | None, ssl.SSLContext | None]:
+            return None, self.context
+
+    assert serving.files is not None
+    if serving.scratch is None:
+        return kopf.WebhookServer(
+            addr=serving.addr or None,
+            port=serving.port,
+            certfile=str(serving.files.cert),
+            pkeyfile=str(serving.files.key),
+            host="localhost",
+        )
+    context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(str(serving.files.cert), str(serving.files.key))
+    finally:
+        shutil.rmtree(serving.scratch, ignore_errors=True)
+    return Loaded(addr=serving.addr or None, port=serving.port, context=context, host="localhost")
 
 
 def _configure(serving: Serving) -> None:
