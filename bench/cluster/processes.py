@@ -58,6 +58,12 @@ class Process(kit.Process):
         """User and system time of every thread of the processes."""
         return self._sum(lambda p: (times := p.cpu_times()).user + times.system)
 
+    def own_cpu_seconds(self) -> float:
+        """User and system time of the process alone (not its children)."""
+        with contextlib.suppress(psutil.Error, OSError):
+            return (times := psutil.Process(self.pid).cpu_times()).user + times.system
+        return 0.0
+
     def rss_kib(self) -> int:
         """Resident sets summed: the pages a fork shares are counted in each process (an upper bound)."""
         return int(self._sum(lambda p: p.memory_info().rss) / 1024)

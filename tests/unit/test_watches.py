@@ -178,6 +178,32 @@ def test_a_batch_of_events_wakes_at_once_or_for_the_burst_by_kind() -> None:
     controller = asyncio.run(take())
     assert list(controller.queue.urgent) == [("shop", "shop")]
     assert set(controller.queue.soon) == {("shop", "")}
+    assert controller.causes == {("shop", "shop"): {"cronjobs"}, ("shop", ""): {"jobs"}}
+
+
+def test_a_cronjob_that_fired_wakes_with_its_jobs_burst_and_a_change_of_it_at_once() -> None:
+    """The CronJob controller writes lastScheduleTime as it makes a fire's Job: that waits for the Job's burst,
+    one reconcile for both; a change of what the CronJob runs (or its labels) wakes its AppSchedule at once. A
+    reconcile counts the causes gathered since the last one (health's woken_by)."""
+    fired = {**_cronjob("shop-a", "a"), "status": {"lastScheduleTime": rfc3339(FIRE)}}
+    edited = {**_cronjob("shop-a", "a"), "spec": {"schedule": "31 2 * * *", "timeZone": "Europe/Berlin"}}
+
+    async def take() -> Controller:
+        controller = Controller(cluster=None, options=Options())  # type: ignore[arg-type]  # no request is made
+        controller.store.put(project_cronjob(_cronjob("shop-a", "a")))
+        controller.take_changes("cronjobs", [project_cronjob(fired)])
+        assert not controller.queue.urgent and set(controller.queue.soon) == {("shop", "shop")}
+        controller.take_changes("cronjobs", [project_cronjob(edited)])
+        assert list(controller.queue.urgent) == [("shop", "shop")]
+        controller.listed.set()
+        controller.running.set()
+        worker = asyncio.create_task(controller._worker(0))
+        await asyncio.sleep(0)  # the worker takes the key; then _process (no cluster) fails: as a failed reconcile
+        worker.cancel()
+        return controller
+
+    controller = asyncio.run(take())
+    assert controller.woken_by == {"cronjobs": 1} and not controller.causes
 
 
 def test_views_from_separate_events_share_their_strings_and_keep_their_values() -> None:

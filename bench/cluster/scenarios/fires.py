@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import psutil
 
 from ..client import appschedules
@@ -64,12 +65,14 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
     try:
         await jobs.start()
         await filed.start()
-        operator = await admission.start_webhook_operator(bench, world, what, free_port())
+        live = free_port()
+        operator = await admission.start_webhook_operator(bench, world, what, live)
         await bench.converge(world)
         await asyncio.sleep(60 - time.time() % 60 + 5)  # the first fire after convergence is under way
         operator.guard()
         controllers = cluster_process(bench, "kube-controller-manager")  # makes the Jobs: the same runs' floor
         start, cpu_start, metrics_start = now(), operator.cpu_seconds(), await write_counts(bench)
+        own_start, health_start = operator.own_cpu_seconds(), await health(bench, live)
         kcm_start = cpu_of(controllers)
         peak = operator.rss_kib()
         while now() < start + minutes * 60:
@@ -77,6 +80,7 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
             peak = max(peak, operator.rss_kib())
             await asyncio.sleep(min(5.0, max(0.0, start + minutes * 60 - now())))
         end, cpu_end, metrics_end = now(), operator.cpu_seconds(), await write_counts(bench)
+        own_end, health_end = operator.own_cpu_seconds(), await health(bench, live)
         kcm_end = cpu_of(controllers)
         requests = await bench.proxy.requests(start, end)
         runs = [name for name, t in completed.items() if start <= t <= end]
@@ -100,6 +104,9 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
             "floor_writes_by_resource": {k: metrics_end.get(k, 0) - metrics_start.get(k, 0) for k in metrics_end},
             "cpu_seconds_per_minute": (cpu_end - cpu_start) / ((end - start) / 60),
             "cpu_ms_per_run": (cpu_end - cpu_start) * 1000 / max(1, len(runs)),
+            # the controller's process alone; the rest is the admission process (the webhooks)
+            "controller_cpu_ms_per_run": (own_end - own_start) * 1000 / max(1, len(runs)),
+            **reconciles_per_run(health_start, health_end, len(runs)),
             "controller_manager_cpu_seconds_per_minute": (kcm_end - kcm_start) / ((end - start) / 60),
             "writes_by_kind_per_run": {
                 "status": sum(r.write and r.resource.endswith("/status") for r in requests) / max(1, len(runs)),
@@ -123,7 +130,11 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
             f"ratio {ratio(writes, others)}   CPU {(cpu_end - cpu_start) / (end - start):.0%} of a core "
             f"(kube-controller-manager {(kcm_end - kcm_start) / (end - start):.0%}: "
             f"ratio {ratio(cpu_end - cpu_start, kcm_end - kcm_start)})   "
-            f"RSS {operator.rss_kib() / 1024:.0f} MiB"
+            f"RSS {operator.rss_kib() / 1024:.0f} MiB   the controller's own CPU "
+            f"{figures['controller_cpu_ms_per_run']:.1f} of {(cpu_end - cpu_start) * 1000 / per_run:.1f} ms a run   "
+            f"reconciles a run {figures['reconciles_per_run']:.2f} "
+            f"({', '.join(f'{k} {v:.2f}' for k, v in figures['woken_by_per_run'].items())}; a cause counts in "
+            f"every reconcile it took part in; {figures['status_deferred_per_run']:.2f} deferred a status)"
             f"   completion to status p50 {p50} p99 {p99} ({unseen} not shown within 30 s)"
         )
     except BENCH_ERRORS as error:
@@ -133,6 +144,33 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
         await filed.stop()
         await bench.close_world(world)
         await admission.drop_webhooks(bench)
+
+
+async def health(bench: Bench, port: int) -> dict[str, Any]:
+    """The operator's liveness answer: its controller's health (Controller.health), {} when unreadable."""
+    try:
+        async with bench.api.session.get(f"http://127.0.0.1:{port}/healthz") as response:
+            found = await response.json()
+    except (TimeoutError, aiohttp.ClientError, ValueError):
+        return {}
+    workers = found.get("workers") if isinstance(found, dict) else None
+    return workers if isinstance(workers, dict) else {}
+
+
+def reconciles_per_run(before: dict[str, Any], after: dict[str, Any], runs: int) -> dict[str, Any]:
+    """The reconciles of the window a run, by what woke them (health's woken_by: a reconcile counts under every
+    cause gathered since the one before), and how many deferred a status write."""
+    per = max(1, runs)
+    causes = {
+        k: (after.get("woken_by", {}).get(k, 0) - before.get("woken_by", {}).get(k, 0)) / per
+        for k in sorted(after.get("woken_by") or {})
+    }
+    return {
+        "reconciles_per_run": (int(after.get("reconciles") or 0) - int(before.get("reconciles") or 0)) / per,
+        "woken_by_per_run": {k: v for k, v in sorted(causes.items(), key=lambda kv: -kv[1]) if v},
+        "status_deferred_per_run": (int(after.get("status_deferred") or 0) - int(before.get("status_deferred") or 0))
+        / per,
+    }
 
 
 def cluster_process(bench: Bench, component: str) -> psutil.Process | None:

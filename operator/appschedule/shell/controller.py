@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -116,13 +117,19 @@ class Controller:
     owns: Callable[[Key], bool] = field(default=lambda key: True, repr=False)
     # the quiet ledger steps of recent plans, reused by a plan of the same inputs (the planning thread alone uses it)
     quiets: Quiets = field(default_factory=Quiets, repr=False)
+    # why the AppSchedules were reconciled: the causes gathered by a key since its last reconcile (a watch's kind,
+    # "timer", "resync", "start", "write"), and how many reconciles each took part in (health(): woken_by)
+    causes: dict[Key, set[str]] = field(default_factory=dict, repr=False)
+    woken_by: Counter[str] = field(default_factory=Counter, repr=False)
+    deferred: int = 0  # reconciles that left a status to wait (core/status.wait_left): a timer brings them back
 
     def __post_init__(self) -> None:
         self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
 
-    def wake(self, keys: set[Key], *, urgent: bool = True) -> None:
+    def wake(self, keys: set[Key], *, urgent: bool = True, cause: str = "write") -> None:
         for key in keys:
             if self.owns(key):
+                self.causes.setdefault(key, set()).add(cause)
                 self.queue.add(key, urgent=urgent)
 
     def _wait_left(self, key: Key, kind: StatusWait) -> float:
@@ -133,10 +140,11 @@ class Controller:
         first = self.waiting.setdefault(key, {}).setdefault(kind, time.monotonic())
         return wait_left(kind, time.monotonic() - first)
 
-    def wake_soon(self, keys: set[Key]) -> None:
+    def wake_soon(self, keys: set[Key], *, cause: str) -> None:
         """For a Job's events: one reconcile for the burst they come in (workqueue.add_soon)."""
         for key in keys:
             if self.owns(key):
+                self.causes.setdefault(key, set()).add(cause)
                 self.queue.add_soon(key)
 
     def take_listing(self, kind: str, namespace: str | None, views: Sequence[View]) -> None:
@@ -146,20 +154,25 @@ class Controller:
         urgent one, so the change a user waits for is planned first, not after every other one."""
         woken = self.store.replace(kind, namespace, views)
         if self.listed.is_set():
-            (self.wake_soon if kind in BURSTS else self.wake)(woken)
+            (self.wake_soon if kind in BURSTS else self.wake)(woken, cause=kind)
             return
-        self.wake(woken, urgent=False)
-        self.wake({v.key for v in views if isinstance(v, AppScheduleView) and v.unobserved})
+        self.wake(woken, urgent=False, cause="start")
+        self.wake({v.key for v in views if isinstance(v, AppScheduleView) and v.unobserved}, cause="start")
 
     def take_changes(self, kind: str, changes: Sequence[Change]) -> None:
         """A batch of a watch's events (watches.py) into the store, waking the AppSchedules they concern."""
         woken: set[Key] = set()
+        later: set[Key] = set()  # a moment later, with the rest of a fire's burst
         for change in changes:
             if isinstance(change, Gone):
-                woken |= self.store.drop(kind, change.namespace, change.name, held=change.held)
+                found = self.store.drop(kind, change.namespace, change.name, held=change.held)
+                (later if kind in BURSTS else woken).update(found)
+            elif kind in BURSTS or self.store.fired(change):
+                later |= self.store.put(change)
             else:
                 woken |= self.store.put(change)
-        (self.wake_soon if kind in BURSTS else self.wake)(woken)
+        self.wake(woken, cause=kind)
+        self.wake_soon(later, cause=kind)
 
     def listing_done(self, watches: str) -> None:
         """The watch of ``watches`` (a kind of WATCHED: watches.py) has its first listing in; once every one has,
@@ -197,7 +210,7 @@ class Controller:
         """This replica became the leader: plan every AppSchedule once (what changed while it followed is
         in the store already: the watches never stopped), then as usual."""
         self.running.set()
-        self.wake(set(self.store.appschedules))
+        self.wake(set(self.store.appschedules), cause="start")
 
     def follow(self) -> None:
         """This replica stopped leading: the workers finish what they hold (its writes are fenced) and wait."""
@@ -207,7 +220,7 @@ class Controller:
         """--shards: this replica took shards (``owns`` says so already): plan each of their AppSchedules once, as
         ``lead()`` plans every one."""
         self.running.set()
-        self.wake({key for key in self.store.appschedules if which(key)})
+        self.wake({key for key in self.store.appschedules if which(key)}, cause="start")
 
     def lose(self, which: Callable[[Key], bool], *, holds_any: bool) -> None:
         """--shards: shards went to another replica (their writes are fenced already): no more timers for their
@@ -232,6 +245,8 @@ class Controller:
             "active": len(self.queue.active),
             "reconciles": self.reconciles,
             "quiet_steps_reused": self.quiets.hits,
+            "woken_by": dict(self.woken_by),
+            "status_deferred": self.deferred,
             "requests": requests,
             "time": time.time(),
         }
@@ -264,6 +279,7 @@ class Controller:
             for key in keys:  # spread over the period, not a burst
                 await self.running.wait()
                 if key in self.store.appschedules:
+                    self.causes.setdefault(key, set()).add("resync")
                     self.queue.add(key, urgent=False)
                 await asyncio.sleep(pause)
 
@@ -272,6 +288,7 @@ class Controller:
         while True:
             await self.running.wait()
             key = await self.queue.get()
+            self.woken_by.update(self.causes.pop(key, None) or ("retry",))
             if not self.owns(key):  # its shard went to another replica while it waited: that one plans it
                 self.queue.done(key)
                 continue
@@ -398,6 +415,7 @@ class Controller:
             metrics.paused(*key, world.appschedule.declared, decided.paused)
             left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
             if left > 0:  # a fire that came, or runs that started: the next plan writes it, with the rest
+                self.deferred += 1
                 return Result(outcome, wake_at=earliest(decided.wake_at, now + timedelta(seconds=left)))
             self.waiting.pop(key, None)
             appschedule = world.appschedule.as_object()
@@ -492,4 +510,5 @@ class Controller:
     def _timer_fired(self, key: Key) -> None:
         self.timers.pop(key, None)
         if key in self.store.appschedules and self.running.is_set() and self.owns(key):
+            self.causes.setdefault(key, set()).add("timer")
             self.queue.add(key, urgent=False)

@@ -195,6 +195,14 @@ class Store:
             woken |= self._declaring(view.namespace, {view.task} | ({old.task} if old else set()))
         return woken
 
+    def fired(self, view: View) -> bool:
+        """Whether this is a CronJob of ours whose last schedule time alone changed: its controller made a Job, whose
+        own events come with it (the controller wakes it with that burst, not once more on its own)."""
+        if not isinstance(view, CronJobView):
+            return False
+        old = self.cronjobs.get((view.namespace, view.name))
+        return old is not None and (old.uid, old.metadata, old.spec) == (view.uid, view.metadata, view.spec)
+
     def drop_cronjob(self, namespace: str, name: str) -> set[Key]:
         old = self.cronjobs.pop((namespace, name), None)
         if old is None:
@@ -231,7 +239,11 @@ class Store:
     def drop_job(self, namespace: str, name: str, *, held: bool = False) -> set[Key]:
         """A Job left the watch. ``held``: it still holds the ledger's finalizer and is not being deleted, so it
         was not deleted but left the watch's selector (its task label was removed): it is let go by the
-        reconcile of (namespace, "") (``take_left``), as a Job whose AppSchedule is gone."""
+        reconcile of (namespace, "") (``take_left``), as a Job whose AppSchedule is gone.
+
+        A Job that had ended and been filed (its end in the status, its finalizer let go: what a history limit
+        deletes) wakes nothing: the ledger counts a filed Job that ended as gone already (core/ledger), so its
+        going changes no plan; one reconcile a run less (tests/unit/test_filed_jobs.py)."""
         woken: set[Key] = set()
         if held:
             self._left[namespace].add(name)
@@ -240,7 +252,9 @@ class Store:
         if old is None:
             return woken
         _discard(self._runs, (namespace, old.appschedule), name)
-        return woken | ({(namespace, old.appschedule)} if old.appschedule else set())
+        if not old.appschedule or filed_and_over(old):
+            return woken
+        return woken | {(namespace, old.appschedule)}
 
     # -- pods of our Jobs
 
@@ -384,6 +398,11 @@ class Store:
 class DeploymentMiss:
     namespace: str
     name: str
+
+
+def filed_and_over(job: JobView) -> bool:
+    """A Job that ended, whose end the status holds: filed (the ledger's annotation) and its finalizer let go."""
+    return bool(job.outcome and job.annotations.get(naming.ANNOTATION_FILED)) and not job.finalizer and not job.deleting
 
 
 def _discard(index: dict[Key, set[str]], key: Key, value: str) -> None:
