@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ import yaml
 from appschedule.core import naming, status
 from appschedule.core.keys import rfc3339
 from appschedule.core.reconcile import plan as cut_plan
+from appschedule.core.reconcile import still
 from appschedule.core.view import project_appschedule, project_cronjob, project_deployment, project_job
 from appschedule.shell.controller import Controller, Options
 from appschedule.shell.leader import Fenced
@@ -288,3 +290,60 @@ def test_a_cut_over_said_with_its_suspension_while_the_status_waits_for_the_runs
     assert cluster.cronjobs["shop", "nightly"]["spec"]["suspend"] is True
     assert cluster.calls == ["suspend_cronjob shop/nightly", "post_event shop/shop"]  # the run's start waits
     assert cluster.reasons() == ["CutOver"] and result.outcome.events == 1
+
+
+def test_a_status_that_waited_is_written_from_its_plan_when_nothing_changed_and_planned_again_when_something_did() -> (
+    None
+):
+    """A run's start waits (status.STATUS_WAITS) with the plan that let it wait; when the wait is up and the world
+    is the one it was planned from, before any moment time alone changes it, that status is written without
+    planning again: the status a plan then writes. A Job's change meanwhile, or the wait ending past the plan's
+    wake, plans again."""
+    fire = NOW + timedelta(minutes=5)
+    at, later = fire + timedelta(seconds=3), fire + timedelta(seconds=8)
+
+    def waited(change: Callable[[Controller, FakeCluster], None] | None, when: datetime) -> tuple[Controller, Any]:
+        cluster, settled, deployment = converged()
+        started = job_body("sync-inventory", fire, finished=False)
+        cluster.jobs["shop", started["metadata"]["name"]] = started
+        made = controller(cluster, settled, deployment)
+        made.running.set()  # it leads: what it plans is its to write later
+        first = run(lambda: made.reconcile(KEY, at))
+        assert first.outcome.writes == 0 and KEY in made.held  # its start waits
+        planned, decided, when_planned = made.held[KEY]
+        assert not still(planned, decided, when_planned, planned, at - timedelta(seconds=1))  # a clock set back
+        assert not still(planned, dataclasses.replace(decided, holdable=False), when_planned, planned, later)
+        made.waiting[KEY] = {kind: since - 60 for kind, since in made.waiting[KEY].items()}  # the wait is up
+        if change is not None:
+            change(made, cluster)
+        expected = cut_plan(made.store.world(KEY), when).status  # type: ignore[arg-type]
+        result = run(lambda: made.reconcile(KEY, when))
+        assert result.outcome.status == 1 and cluster.statuses[KEY] == expected and KEY not in made.held
+        return made, result
+
+    made, _ = waited(None, later)
+    assert (made.written_held, made.quiets.hits) == (1, 0)  # the second reconcile planned nothing (no step reused)
+
+    def another_job(made: Controller, cluster: FakeCluster) -> None:
+        body = job_body("weekly-report", fire, finished=False)
+        made.store.put_job(project_job(body))
+
+    made, _ = waited(another_job, later)
+    assert made.written_held == 0
+    made, _ = waited(None, fire + timedelta(minutes=5, seconds=1))  # the next fire came meanwhile
+    assert made.written_held == 0
+
+
+def test_a_plan_with_blackouts_or_backfills_is_never_held() -> None:
+    """Time settles a blacked-out fire, and brings a backfill's end, with no wake of its own: such a plan is planned
+    again when its status is written."""
+    _, settled, deployment = converged()
+    assert cut_plan(world_of(settled, deployment), NOW).holdable
+    filling = copy.deepcopy(settled)
+    filling["spec"]["backfills"] = [
+        {"name": "fill", "task": "nightly-cleanup", "from": "2026-03-20T00:00:00Z", "to": "2026-03-22T00:00:00Z"}
+    ]
+    assert not cut_plan(world_of(filling, deployment), NOW).holdable
+    dark = copy.deepcopy(settled)
+    dark["spec"]["tasks"][0]["blackouts"] = [{"name": "holidays", "from": "2026-12-24", "to": "2026-12-26"}]
+    assert not cut_plan(world_of(dark, deployment), NOW).holdable

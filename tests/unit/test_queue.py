@@ -234,3 +234,24 @@ def test_a_burst_of_job_events_is_one_add() -> None:
         assert not queue.soon
 
     run(scenario)
+
+
+def test_a_key_taken_for_another_cause_drops_its_waiting_burst_add() -> None:
+    """A Job's event waits for its burst (add_soon); the CronJob's change queues the key at once, and that
+    reconcile reads the Job's event from the store: no second reconcile when the burst's moment is up. An event
+    after the key was taken waits for a reconcile of its own."""
+
+    async def scenario() -> None:
+        queue, key = WorkQueue(), ("ns", "x")
+        queue.add_soon(key, delay=0.05)
+        queue.add(key)
+        assert await asyncio.wait_for(queue.get(), 1) == key and not queue.soon
+        queue.add_soon(key, delay=0.05)  # came while it was reconciled
+        queue.done(key)
+        await asyncio.sleep(0.1)
+        assert len(queue) == 1 and await asyncio.wait_for(queue.get(), 1) == key
+        queue.done(key)
+        await asyncio.sleep(0.1)
+        assert len(queue) == 0 and not queue.soon
+
+    run(scenario)

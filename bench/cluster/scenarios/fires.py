@@ -134,7 +134,8 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
             f"{figures['controller_cpu_ms_per_run']:.1f} of {(cpu_end - cpu_start) * 1000 / per_run:.1f} ms a run   "
             f"reconciles a run {figures['reconciles_per_run']:.2f} "
             f"({', '.join(f'{k} {v:.2f}' for k, v in figures['woken_by_per_run'].items())}; a cause counts in "
-            f"every reconcile it took part in; {figures['status_deferred_per_run']:.2f} deferred a status)"
+            f"every reconcile it took part in; {figures['status_deferred_per_run']:.2f} deferred a status, "
+            f"{figures['written_held_per_run']:.2f} wrote one from the plan that deferred it)"
             f"   completion to status p50 {p50} p99 {p99} ({unseen} not shown within 30 s)"
         )
     except BENCH_ERRORS as error:
@@ -169,6 +170,11 @@ def reconciles_per_run(before: dict[str, Any], after: dict[str, Any], runs: int)
         "reconciles_per_run": (int(after.get("reconciles") or 0) - int(before.get("reconciles") or 0)) / per,
         "woken_by_per_run": {k: v for k, v in sorted(causes.items(), key=lambda kv: -kv[1]) if v},
         "status_deferred_per_run": (int(after.get("status_deferred") or 0) - int(before.get("status_deferred") or 0))
+        / per,
+        # of the reconciles, those that wrote a status that waited from the plan that let it wait (no plan)
+        "written_held_per_run": (
+            int(after.get("status_written_held") or 0) - int(before.get("status_written_held") or 0)
+        )
         / per,
     }
 

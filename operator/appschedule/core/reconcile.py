@@ -53,6 +53,9 @@ class Plan:
     # Events that say what this reconcile's CronJob writes do (a cut-over's): posted with those writes, even when
     # the status waits, since the next plan sees the writes done and cannot say them again
     write_events: list[Event] = field(default_factory=list)
+    # whether a status that waits may be written from this plan later (``still``): not when time settles things
+    # with no wake of their own (a task's blackouts: the fires they black out; a backfill: its end coming)
+    holdable: bool = True
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,23 @@ class Quiets:
 
     def __len__(self) -> int:
         return len(self._held)
+
+
+def still(planned: World, decided: Plan, at: datetime, world: World, now: datetime) -> bool:
+    """Whether ``decided``, planned from ``planned`` at ``at``, still stands for ``world`` at ``now``: a plan that may
+    be held (``holdable``), the same world (views are replaced when their object changes, so this is mostly
+    identity), a time not before the plan's (a clock set back), and no moment passed at which time alone changes
+    the plan (its ``wake_at``: a ledger's, a cut-over's; the next run time it states). The shell then writes a status
+    that waited (core/status.wait_left) from the plan that let it wait: what it says was true when planned, seconds
+    ago, and nothing has happened since."""
+    if not decided.holdable or now < at:
+        return False
+    if decided.wake_at is not None and now >= decided.wake_at:
+        return False
+    upcoming = keys.parse_time(decided.status.get("nextRunTime"))
+    if upcoming is not None and now >= upcoming:
+        return False
+    return world == planned
 
 
 def _index(spec: Mapping[str, Any], task: str) -> int:
@@ -213,6 +233,9 @@ def plan(
         errors, len(desired) + len(parts), view.deployment, view.status, view.generation, now_text
     )
     runs = _ledgers(world, running, rendered, now, result, quiets)
+    result.holdable = not spec.get("backfills") and not any(
+        blackout.of_template(s) for _, s in running.values() if isinstance(s, Mapping)
+    )
     backfills = _backfills(world, running, now, result)
     # a task's pause and its runs' problems, a group each: the paused first, an unreadable annotation before all
     by_task = [[("TaskPaused", p.message()), *(runs[t].problems if t in runs else ())] for t, p in pauses.items()]

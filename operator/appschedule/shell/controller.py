@@ -36,7 +36,7 @@ from urllib3.exceptions import HTTPError
 from ..core import keys, naming
 from ..core.events import Event
 from ..core.lease import RETRY_SECONDS
-from ..core.reconcile import Plan, Quiets, plan
+from ..core.reconcile import Plan, Quiets, plan, still
 from ..core.schedule import earliest
 from ..core.status import StatusWait, needs_listed_view, wait_left
 from ..core.view import AppScheduleView, View, World, project_deployment
@@ -122,6 +122,10 @@ class Controller:
     causes: dict[Key, set[str]] = field(default_factory=dict, repr=False)
     woken_by: Counter[str] = field(default_factory=Counter, repr=False)
     deferred: int = 0  # reconciles that left a status to wait (core/status.wait_left): a timer brings them back
+    # the plan that let a status wait, and the world it was planned from: when the wait is up and nothing changed
+    # (reconcile.still), the status is written from it, without planning again; any reconcile takes it
+    held: dict[Key, tuple[World, Plan, datetime]] = field(default_factory=dict, repr=False)
+    written_held: int = 0  # statuses written so
 
     def __post_init__(self) -> None:
         self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
@@ -215,6 +219,7 @@ class Controller:
     def follow(self) -> None:
         """This replica stopped leading: the workers finish what they hold (its writes are fenced) and wait."""
         self.running.clear()
+        self.held.clear()
 
     def gain(self, which: Callable[[Key], bool]) -> None:
         """--shards: this replica took shards (``owns`` says so already): plan each of their AppSchedules once, as
@@ -230,6 +235,7 @@ class Controller:
             self.timers.pop(key).cancel()
         for key in [k for k in self.waiting if which(k)]:  # a status that waited here is its new holder's to write
             del self.waiting[key]
+            self.held.pop(key, None)
         metrics.forget_appschedules(which)
         if not holds_any:
             self.running.clear()
@@ -247,6 +253,7 @@ class Controller:
             "quiet_steps_reused": self.quiets.hits,
             "woken_by": dict(self.woken_by),
             "status_deferred": self.deferred,
+            "status_written_held": self.written_held,
             "requests": requests,
             "time": time.time(),
         }
@@ -376,10 +383,17 @@ class Controller:
     async def reconcile(self, key: Key, now: datetime) -> Result:
         """Read, plan, write the CronJobs, plan again with what the API server said of them, write the Jobs, the
         status, the releases and the Events; the result says what the queue should do next."""
+        held = self.held.pop(key, None)
         world = await self._world(key)
         if world is None:  # gone or going: its CronJobs go with it (garbage collection by ownerReference)
             return await self._gone(key)
         write = Writer(self.cluster, self.store, key, self.wake)
+        if held is not None and still(*held, world, now):  # a status that waited, and nothing changed since
+            self.written_held += 1
+            try:
+                return await self._status(key, write, world, held[1], now, Outcome(), [], None, hold=True)
+            except Fenced as error:
+                return Result(Outcome(), fenced=str(error))
         decided = await self._plan(world, now)
         # about to count a fire missed or move a mark, from a view the watches keep: a Job may be on its way (the
         # watch was down with the API server, or lags). Read the AppSchedule's Jobs once and plan again.
@@ -413,25 +427,47 @@ class Controller:
             outcome.jobs, not_started = await self._write_jobs(write, decided)  # idempotent: never waits
             metrics.track(*key, world.appschedule.status)
             metrics.paused(*key, world.appschedule.declared, decided.paused)
-            left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
-            if left > 0:  # a fire that came, or runs that started: the next plan writes it, with the rest
-                self.deferred += 1
-                return Result(outcome, wake_at=earliest(decided.wake_at, now + timedelta(seconds=left)))
-            self.waiting.pop(key, None)
-            appschedule = world.appschedule.as_object()
-            if decided.status_changed:
-                if not await write.status(appschedule, decided.status, now):
-                    return Result(outcome)  # refused for good: said, and every held Job let go
-                outcome.status, outcome.why = 1, decided.status_wait
-                metrics.record_durations(*key, decided.finished)
-            outcome.released = await write.release(decided.release)  # recorded in the status written
-            outcome.events += await write.events(appschedule, decided.events, now)
-            if not_started:
-                await write.events(appschedule, [Event("Warning", "JobNotCreated", not_started[:1024])], now)
+            failures = [*ours.values(), *([not_started] if not_started else []), *unsuspended]
+            hold = not failures and not refused  # a reconcile that failed at something, or was refused, plans again
+            return await self._status(key, write, world, decided, now, outcome, failures, not_started, hold=hold)
         except Fenced as error:
             return Result(outcome, fenced=str(error))
-        retry = "; ".join([*ours.values(), *([not_started] if not_started else []), *unsuspended])
-        return Result(outcome, retry=retry or None, wake_at=decided.wake_at)
+
+    async def _status(
+        self,
+        key: Key,
+        write: Writer,
+        world: World,
+        decided: Plan,
+        now: datetime,
+        outcome: Outcome,
+        failures: list[str],
+        not_started: str | None,
+        *,
+        hold: bool,
+    ) -> Result:
+        """The end of a reconcile: the status written, or left to wait (held with its plan: when the wait is up and
+        nothing changed, it is written from that plan), then the releases and the Events; ``failures``: what this
+        reconcile could not do (``not_started``: a Job it could not create), retried with back-off; ``hold``: whether
+        a status that waits may be written from this plan later."""
+        left = self._wait_left(key, decided.status_wait) if decided.status_changed else 0.0
+        if left > 0:  # a fire that came, or runs that started: written when the wait is up, with what else comes
+            self.deferred += 1
+            if hold and self.owns(key) and self.running.is_set():  # (a shard lost, leadership lost: not ours)
+                self.held[key] = (world, decided, now)
+            return Result(outcome, wake_at=earliest(decided.wake_at, now + timedelta(seconds=left)))
+        self.waiting.pop(key, None)
+        appschedule = world.appschedule.as_object()
+        if decided.status_changed:
+            if not await write.status(appschedule, decided.status, now):
+                return Result(outcome)  # refused for good: said, and every held Job let go
+            outcome.status, outcome.why = 1, decided.status_wait
+            metrics.record_durations(*key, decided.finished)
+        outcome.released = await write.release(decided.release)  # recorded in the status written
+        outcome.events += await write.events(appschedule, decided.events, now)
+        if not_started:
+            await write.events(appschedule, [Event("Warning", "JobNotCreated", not_started[:1024])], now)
+        return Result(outcome, retry="; ".join(failures) or None, wake_at=decided.wake_at)
 
     async def _gone(self, key: Key) -> Result:
         """An AppSchedule gone (or a key of Jobs nobody can record): its Jobs are let go."""

@@ -10,7 +10,8 @@
   not kept waiting by the back-off.
 * A Job's events come in bursts (created, pod started, finished, filed; the tasks of one AppSchedule fire
   together): ``add_soon`` queues its key a moment later, and every event meanwhile joins that one add, so
-  a burst is one reconcile and one status write, not one per event.
+  a burst is one reconcile and one status write, not one per event. A key taken meanwhile (another cause)
+  drops its waiting add: the events it waited for are in the store, and that reconcile reads them.
 * A key that failed only because the API server was away (unreachable, 5xx, 429: ``transient``) backs off
   to at most ``MAX_TRANSIENT_BACKOFF``, and the first success of any key after it retries every such key
   at once: when the API server returns, nothing waits out a back-off grown during its absence.
@@ -75,6 +76,9 @@ class WorkQueue:
         await self._tokens.get()
         key = self.urgent.popleft() if self.urgent else self.background.popleft()
         self.queued.discard(key)
+        later = self.soon.pop(key, None)  # the events it waits for are in the store: this reconcile reads them
+        if later is not None:
+            later.cancel()
         self.active[key] = time.monotonic()
         return key
 
