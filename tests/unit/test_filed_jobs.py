@@ -13,21 +13,15 @@ import pytest
 
 from appschedule.core import naming
 from appschedule.core.reconcile import plan
-from appschedule.core.schedule import fires_between, parse
 from appschedule.core.view import project_job
 from appschedule.shell.store import Store, filed_and_over
 from tests.kit.worlds import world_of
-from tests.unit.test_quiets import NIGHTS, TASKS, appschedule, done, job
+from tests.unit.test_quiets import NIGHTS, appschedule, done, job, night
 
 
 @pytest.mark.parametrize("start", NIGHTS, ids=["spring", "autumn"])
 def test_a_filed_job_that_ended_changes_no_plan_by_going(deployment: dict[str, Any], start: datetime) -> None:
-    end = start + timedelta(hours=2, minutes=10)
-    deployment = {**deployment, "metadata": {**deployment["metadata"], "name": "web", "namespace": "shop"}}
-    fires = {n: list(fires_between(parse(s, "Europe/Berlin"), start - timedelta(minutes=1), end)) for n, s in TASKS}
-    first = plan(world_of(appschedule({}), deployment), start)
-    made = {"creationTimestamp": "2026-10-01T00:00:00Z"}
-    cronjobs = [{**m, "metadata": {**m["metadata"], "uid": f"cj-{m['metadata']['name']}", **made}} for m in first.apply]
+    end, deployment, fires, first, cronjobs = night(deployment, start)
     status, released, now, compared = first.status, set[str](), start, 0
     while now < end:
         jobs = [j for n, times in fires.items() for f in times if (j := job(n, f, now, released)) is not None]

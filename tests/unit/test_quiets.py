@@ -61,6 +61,20 @@ def job(task: str, fire: datetime, now: datetime, released: set[str]) -> dict[st
     }  # fmt: skip
 
 
+def night(
+    deployment: dict[str, Any], start: datetime
+) -> tuple[datetime, dict[str, Any], dict[str, list[datetime]], Plan, list[dict[str, Any]]]:
+    """The night from ``start``: when it ends, the Deployment, each task's fires, the first plan, and the CronJobs
+    it applied as the API server holds them."""
+    end = start + timedelta(hours=2, minutes=10)
+    deployment = {**deployment, "metadata": {**deployment["metadata"], "name": "web", "namespace": "shop"}}
+    fires = {n: list(fires_between(parse(s, "Europe/Berlin"), start - timedelta(minutes=1), end)) for n, s in TASKS}
+    first = plan(world_of(appschedule({}), deployment), start)
+    made = {"creationTimestamp": "2026-10-01T00:00:00Z"}
+    cronjobs = [{**m, "metadata": {**m["metadata"], "uid": f"cj-{m['metadata']['name']}", **made}} for m in first.apply]
+    return end, deployment, fires, first, cronjobs
+
+
 def done(result: Plan) -> dict[str, Any]:
     """What a plan decides, all of it the shell acts on, but when it wakes next (below)."""
     return {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "wake_at"}
@@ -70,12 +84,7 @@ def done(result: Plan) -> dict[str, Any]:
 def test_a_plan_reusing_quiet_steps_is_the_plan_that_steps_every_ledger(
     deployment: dict[str, Any], start: datetime
 ) -> None:
-    end = start + timedelta(hours=2, minutes=10)
-    deployment = {**deployment, "metadata": {**deployment["metadata"], "name": "web", "namespace": "shop"}}
-    fires = {n: list(fires_between(parse(s, "Europe/Berlin"), start - timedelta(minutes=1), end)) for n, s in TASKS}
-    first = plan(world_of(appschedule({}), deployment), start)
-    made = {"creationTimestamp": "2026-10-01T00:00:00Z"}
-    cronjobs = [{**m, "metadata": {**m["metadata"], "uid": f"cj-{m['metadata']['name']}", **made}} for m in first.apply]
+    end, deployment, fires, first, cronjobs = night(deployment, start)
     status, quiets = first.status, Quiets()
     released: set[str] = set()
     now, steps, earlier = start, 0, 0
