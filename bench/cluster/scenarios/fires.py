@@ -135,7 +135,8 @@ async def fires(bench: Bench, n: int, minutes: float) -> None:
             f"reconciles a run {figures['reconciles_per_run']:.2f} "
             f"({', '.join(f'{k} {v:.2f}' for k, v in figures['woken_by_per_run'].items())}; a cause counts in "
             f"every reconcile it took part in; {figures['status_deferred_per_run']:.2f} deferred a status, "
-            f"{figures['written_held_per_run']:.2f} wrote one from the plan that deferred it)"
+            f"{figures['written_held_per_run']:.2f} wrote one from the plan that deferred it; status writes a run "
+            f"by kind: {', '.join(f'{k} {v:.2f}' for k, v in figures['status_written_per_run'].items())})"
             f"   completion to status p50 {p50} p99 {p99} ({unseen} not shown within 30 s)"
         )
     except BENCH_ERRORS as error:
@@ -176,6 +177,11 @@ def reconciles_per_run(before: dict[str, Any], after: dict[str, Any], runs: int)
             int(after.get("status_written_held") or 0) - int(before.get("status_written_held") or 0)
         )
         / per,
+        # the status writes a run, by what the status waited as (core/status.can_wait: time, starts, ends, now)
+        "status_written_per_run": {
+            k: (after.get("status_written", {}).get(k, 0) - before.get("status_written", {}).get(k, 0)) / per
+            for k in sorted(after.get("status_written") or {})
+        },
     }
 
 

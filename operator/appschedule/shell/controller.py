@@ -126,6 +126,7 @@ class Controller:
     # (reconcile.still), the status is written from it, without planning again; any reconcile takes it
     held: dict[Key, tuple[World, Plan, datetime]] = field(default_factory=dict, repr=False)
     written_held: int = 0  # statuses written so
+    written: Counter[str] = field(default_factory=Counter, repr=False)  # statuses written, by what let them wait
 
     def __post_init__(self) -> None:
         self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
@@ -254,6 +255,7 @@ class Controller:
             "woken_by": dict(self.woken_by),
             "status_deferred": self.deferred,
             "status_written_held": self.written_held,
+            "status_written": dict(self.written),
             "requests": requests,
             "time": time.time(),
         }
@@ -462,6 +464,7 @@ class Controller:
             if not await write.status(appschedule, decided.status, now):
                 return Result(outcome)  # refused for good: said, and every held Job let go
             outcome.status, outcome.why = 1, decided.status_wait
+            self.written[decided.status_wait] += 1
             metrics.record_durations(*key, decided.finished)
         outcome.released = await write.release(decided.release)  # recorded in the status written
         outcome.events += await write.events(appschedule, decided.events, now)
