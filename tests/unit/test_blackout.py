@@ -6,6 +6,7 @@ refused), and the cost is O(windows), not O(fires). Europe/Berlin's transitions 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -68,6 +69,56 @@ def test_a_weekly_window_of_the_hour_the_clock_skips_is_empty_and_of_the_repeate
     assert spring == []  # 02:00-03:00 did not happen on 29 March
     fall = blackout.spans(sundays, BERLIN, z("2026-10-24T00:00:00Z"), z("2026-10-26T00:00:00Z"))
     assert [(s, e) for s, e, _ in fall] == [(z("2026-10-25T00:00:00Z"), z("2026-10-25T02:00:00Z"))]
+
+
+def test_a_weekly_window_in_the_repeated_hour_holds_both_of_its_times() -> None:
+    """02:40 to 02:50 comes twice on the fall-back night: a run at the second 02:45 starts inside the window."""
+    sundays = windows({"name": "q", "weekly": {"days": ["SUN"], "from": "02:40", "to": "02:50"}})
+    fall = blackout.spans(sundays, BERLIN, z("2026-10-24T00:00:00Z"), z("2026-10-26T00:00:00Z"))
+    assert [(s, e) for s, e, _ in fall] == [
+        (z("2026-10-25T00:40:00Z"), z("2026-10-25T00:50:00Z")),  # 02:40 to 02:50 CEST
+        (z("2026-10-25T01:40:00Z"), z("2026-10-25T01:50:00Z")),  # 02:40 to 02:50 CET
+    ]
+    every = parse("*/5 * * * *", "Europe/Berlin")
+    assert blackout.covering(sundays, BERLIN, z("2026-10-25T01:45:00Z")) is not None
+    assert blackout.next_allowed(every, sundays, z("2026-10-25T01:38:00Z")) == z("2026-10-25T01:50:00Z")
+
+
+ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago"]  # Lord Howe: 30 minutes
+WEEKLY = [("02:40", "02:50"), ("02:00", "03:00"), ("02:30", "03:30"), ("01:30", "02:30"), ("01:45", "02:15"),
+          ("22:00", "02:30"), ("02:30", "01:00"), ("23:30", "00:30"), ("00:00", "24:00")]  # fmt: skip
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_a_weekly_window_holds_every_minute_whose_wall_clock_is_in_it_around_every_transition(zone: str) -> None:
+    """Minute by minute through the three days around each of the zone's transitions of 2026: a minute is blacked
+    out exactly when its wall-clock time, each time it comes, is in the window (the hour the clock skips: never)."""
+    tz = schedule.check_time_zone(zone)
+    days = ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]
+    moments = [z("2026-01-01T00:00:00Z") + timedelta(hours=h) for h in range(0, 366 * 24)]
+    changes = [
+        b for a, b in itertools.pairwise(moments) if a.astimezone(tz).utcoffset() != b.astimezone(tz).utcoffset()
+    ]
+    assert len(changes) == 2
+    for start, end in WEEKLY:
+        for change in changes:
+            day = days[change.astimezone(tz).weekday()]
+            window = windows({"name": "w", "weekly": {"days": [day], "from": start, "to": end}})
+            low, high = change - timedelta(days=1, hours=12), change + timedelta(days=1, hours=12)
+            found = blackout.spans(window, tz, low, high)
+            lo, hi = blackout.minutes(start), blackout.minutes(end)
+            t = low
+            while t < high:
+                wall = t.astimezone(tz)
+                minute, weekday = wall.hour * 60 + wall.minute, days[wall.weekday()]
+                previous = days[(wall.weekday() - 1) % 7]
+                if hi > lo:
+                    inside = weekday == day and lo <= minute < hi
+                else:  # past midnight, into the next day
+                    inside = (weekday == day and minute >= lo) or (previous == day and minute < hi)
+                held = any(s <= t < e for s, e, _ in found)
+                assert held == inside, (zone, start, end, t, wall)
+                t += timedelta(minutes=1)
 
 
 def test_a_weekly_window_runs_past_midnight_and_24_00_ends_the_day() -> None:

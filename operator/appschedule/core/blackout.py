@@ -7,8 +7,10 @@ day, ``24:00`` is the day's end), read in the task's zone. ``spec.blackouts`` ho
 task's CronJob for the span and the key webhook refuses a Job the CronJob controller makes for such a fire), it
 is counted ``blackedOut`` (never missed), and it is not caught up nor backfilled.
 
-Wall-clock spans become UTC spans as the zone says: on the spring-forward day a window of the hour that does
-not exist is empty, on the fall-back night a window of the repeated hour holds both (2 hours of UTC). Every
+Wall-clock spans become UTC spans as the zone says, each wall-clock time blacked out each time it comes: on the
+spring-forward day a window of the hour that does not exist is empty, on the fall-back night a window in the
+repeated hour holds both of its times (02:40 to 02:50 in Berlin: two spans of ten minutes; the whole hour: one of
+2 hours of UTC). Every
 function here costs O(windows x days looked at), never O(fires): a year of an every-minute task's holidays
 is counted with the schedule's own fire count per span (schedule.count_fires), and the next fire outside the
 blackouts jumps from span to span.
@@ -88,9 +90,67 @@ def of(blackouts: Iterable[Any]) -> tuple[Window, ...]:
 
 def _at(day: date, minute: int, zone: ZoneInfo) -> datetime:
     """A wall-clock minute of a day in UTC (a minute the spring-forward skips reads as the offset before it)."""
-    moment = day + timedelta(days=minute // 1440)
+    return _wall(day, minute).replace(tzinfo=zone).astimezone(UTC)
+
+
+def _wall(day: date, minute: int) -> datetime:
+    """A minute of a day's wall clock, naive (``minute`` may run past the day: the next day's)."""
     hour, rest = divmod(minute % 1440, 60)
-    return datetime.combine(moment, time(hour, rest), tzinfo=zone).astimezone(UTC)
+    return datetime.combine(day + timedelta(days=minute // 1440), time(hour, rest))
+
+
+def _offset(moment: datetime, zone: ZoneInfo) -> timedelta:
+    offset = moment.astimezone(zone).utcoffset()
+    return offset if offset is not None else timedelta(0)
+
+
+def _between(day: date, start: int, end: int, zone: ZoneInfo) -> list[tuple[datetime, datetime]]:
+    """The UTC spans whose wall-clock time in ``zone`` is from minute ``start`` of ``day`` to minute ``end`` (each
+    time it comes): one span on most days; on a fall-back night a window in the repeated hour comes twice (a window
+    of 02:40 to 02:50 in Berlin is two spans of ten minutes, a window of the whole hour one of two hours); on a
+    spring-forward day the minutes the clock skips are in no span. For each offset the zone has at those wall times,
+    the span those wall times mean at that offset, kept where the zone has that offset (a weekly window: at most a
+    day, so at most one change of offset)."""
+    low, high = _wall(day, start), _wall(day, end)
+    offsets = {
+        offset
+        for wall in (low, high)
+        for fold in (0, 1)
+        if (offset := wall.replace(tzinfo=zone, fold=fold).utcoffset()) is not None
+    }
+    pieces = sorted(
+        piece
+        for offset in offsets
+        for piece in _where((low - offset).replace(tzinfo=UTC), (high - offset).replace(tzinfo=UTC), offset, zone)
+    )
+    found: list[tuple[datetime, datetime]] = []
+    for first, last in pieces:  # touching pieces as one (the hour the clock skips, closed over)
+        if found and first <= found[-1][1]:
+            found[-1] = (found[-1][0], max(found[-1][1], last))
+        else:
+            found.append((first, last))
+    return found
+
+
+def _where(first: datetime, last: datetime, offset: timedelta, zone: ZoneInfo) -> list[tuple[datetime, datetime]]:
+    """The part of [first, last) where ``zone`` is at ``offset`` (a span of a day or so holds at most one change of
+    offset: found to the second by halving)."""
+    if last <= first:
+        return []
+    at_first, at_last = _offset(first, zone) == offset, _offset(last - ONE, zone) == offset
+    if at_first and at_last:
+        return [(first, last)]
+    if not at_first and not at_last:
+        return []
+    low, high = first, last - ONE  # the offset changes after low and at or before high
+    while high - low > ONE:
+        middle = low + (high - low) / 2
+        middle = middle.replace(microsecond=0)
+        if (_offset(middle, zone) == offset) == at_first:
+            low = middle
+        else:
+            high = middle
+    return [(first, high)] if at_first else [(high, last)]
 
 
 def spans(windows: Sequence[Window], zone: ZoneInfo, low: datetime, high: datetime) -> list[Span]:
@@ -112,8 +172,12 @@ def _day_spans(windows: tuple[Window, ...], zone: ZoneInfo, first_day: date, las
         if start < end:
             found.append((start, end, window))
 
+    def add_between(day: date, start: int, end: int, window: Window) -> None:
+        for first, last in _between(day, start, end, zone):
+            add(first, last, window)
+
     for window in windows:
-        for day in sorted(d for d in window.dates if first_day <= d <= last_day):
+        for day in sorted(d for d in window.dates if first_day <= d <= last_day):  # from midnight to midnight
             add(_at(day, 0, zone), _at(day, 1440, zone), window)
         first, last = window.first, window.last
         if first is not None and last is not None and first <= last_day and last >= first_day:  # whole: one span
@@ -123,7 +187,7 @@ def _day_spans(windows: tuple[Window, ...], zone: ZoneInfo, first_day: date, las
             day = first_day
             while day <= last_day:
                 if day.weekday() in window.days:
-                    add(_at(day, window.start, zone), _at(day, window.start + length, zone), window)
+                    add_between(day, window.start, window.start + length, window)
                 day += timedelta(days=1)
     return tuple(sorted(found, key=lambda s: (s[0], s[1])))
 
