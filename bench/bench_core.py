@@ -20,6 +20,8 @@
 6. The plans of one AppSchedule of three tasks through Berlin's autumn change night (every 13 s for two hours, the
    Jobs of each fire made, run and ended, its status written back: tests/unit/test_quiets.py), reusing the ledger
    steps whose inputs did not change (reconcile.Quiets) against stepping every task's ledger in every plan.
+7. The no-op plan of item 3 with its rendering kept from the plan before (reconcile.Quiets: the CronJobs rendered,
+   stamped and found in sync, reused for the same spec, Deployment and CronJobs) against rendered anew.
 """
 
 from __future__ import annotations
@@ -187,8 +189,11 @@ def bench_blackouts() -> None:
     )
 
 
-def plan_times(blackouts: list[dict[str, Any]] | None = None) -> tuple[float, float]:
-    """The no-op plan of a 50-task AppSchedule, and the rendering of its CronJobs alone (seconds)."""
+def _settled_50(
+    blackouts: list[dict[str, Any]] | None = None,
+) -> tuple[tuple[dict[str, Any], dict[str, Any]], Any, datetime]:
+    """A 50-task AppSchedule (and its Deployment) whose CronJobs and status are as its first plan made them, the
+    world of its next (no-op) plan, and when."""
     deployment = {
         "metadata": {"name": "web", "namespace": "shop"},
         "spec": {
@@ -223,9 +228,29 @@ def plan_times(blackouts: list[dict[str, Any]] | None = None) -> tuple[float, fl
     settled = {**appschedule, "status": first.status}
     world = world_of(settled, deployment, cronjobs)
     assert not plan(world, now).apply
+    return (settled, deployment), world, now
+
+
+def plan_times(blackouts: list[dict[str, Any]] | None = None) -> tuple[float, float]:
+    """The no-op plan of a 50-task AppSchedule, and the rendering of its CronJobs alone (seconds)."""
+    (settled, deployment), world, now = _settled_50(blackouts)
     rendering = best(lambda: render(settled, deployment), 5)
     noop = best(lambda: plan(world, now), 5)
     return noop, rendering
+
+
+def bench_rendering_kept() -> None:
+    """Item 7: the no-op plan of item 3 with the rendering kept (a Quiets the plans share) against rendered anew."""
+    _, world, now = _settled_50()
+    anew = best(lambda: plan(world, now), 5)
+    quiets = Quiets()
+    plan(world, now, quiets=quiets)
+    kept = best(lambda: plan(world, now, quiets=quiets), 5)
+    assert quiets.renderings_reused > 0
+    print(
+        f"50-task no-op plan   rendered anew {anew * 1000:7.2f} ms   rendering kept {kept * 1000:7.2f} ms   "
+        f"ratio {kept / anew:5.2f}x"
+    )
 
 
 def _allocated(build: Callable[[], object]) -> int:
@@ -322,3 +347,4 @@ if __name__ == "__main__":
     bench_metrics_memory()
     bench_blackouts()
     bench_quiets()
+    bench_rendering_kept()

@@ -45,9 +45,11 @@ def rendered_hash(manifest: Manifest) -> str:
 
 
 def with_hash(manifest: Manifest) -> Manifest:
-    stamped: Manifest = json.loads(json.dumps(manifest))
-    stamped["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = rendered_hash(manifest)
-    return stamped
+    """``manifest`` stamped with the hash of its rendering: a copy of its metadata; the rest is shared with it (a
+    manifest is never changed in place once rendered: plans reuse renderings, reconcile._Rendering)."""
+    metadata = manifest["metadata"]
+    annotations = {**(metadata.get("annotations") or {}), HASH_ANNOTATION: rendered_hash(manifest)}
+    return {**manifest, "metadata": {**metadata, "annotations": annotations}}
 
 
 def holds(want: Any, have: Any, *, quantities: bool = False, key: str | None = None) -> bool:

@@ -30,7 +30,7 @@ from .render import Manifest, Rendered, SpecError, part_of, render, schedule_tex
 from .schedule import Schedule, ScheduleError, is_fire, parse
 from .schedule import earliest as schedule_earliest
 from .status import StatusWait
-from .view import World
+from .view import CronJobView, DeploymentView, World
 
 __all__ = ["Event", "Plan", "Quiets", "plan"]
 
@@ -97,12 +97,19 @@ class Quiets:
     least recently planned go first). A Job's events wake its AppSchedule, and the plan steps every task's ledger: the
     other tasks' inputs mostly did not change (also while a status they changed waits to be written). The shell keeps
     one and hands it to every plan; it only ever saves work (a step is reused only for the same inputs, before its
-    ``wake_at``). A step kept is about 12 KiB (its TaskStatus): at most 12 MiB, whatever the number of AppSchedules."""
+    ``wake_at``). A step kept is about 12 KiB (its TaskStatus): at most 12 MiB, whatever the number of AppSchedules.
+
+    It keeps the last renderings too, by (namespace, AppSchedule), those of at most ``size`` tasks (_Rendering: about
+    8 KiB a task, so at most 8 MiB): a plan that a Job or a CronJob's status woke renders the same CronJobs from the
+    same spec and Deployment, stamps them and finds them in sync with the same CronJobs, each time."""
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._held: dict[tuple[str, str, str], _Quiet] = {}
+        self._renderings: dict[tuple[str, str], _Rendering] = {}
+        self._rendered_tasks = 0  # the tasks of the renderings kept
         self.hits = 0
+        self.renderings_reused = 0
 
     def get(self, key: tuple[str, str, str]) -> _Quiet | None:
         held = self._held.pop(key, None)
@@ -111,15 +118,87 @@ class Quiets:
         return held
 
     def put(self, key: tuple[str, str, str], held: _Quiet | None) -> None:
-        self._held.pop(key, None)
-        if held is None:
-            return
-        self._held[key] = held
-        if len(self._held) > self.size:
-            del self._held[next(iter(self._held))]
+        _keep(self._held, key, held, self.size)
+
+    def rendering(self, key: tuple[str, str]) -> _Rendering | None:
+        held = self._renderings.pop(key, None)
+        if held is not None:
+            self._renderings[key] = held
+        return held
+
+    def keep_rendering(self, key: tuple[str, str], held: _Rendering) -> None:
+        old = self._renderings.pop(key, None)
+        self._rendered_tasks += len(held.rendered.cronjobs) - (len(old.rendered.cronjobs) if old is not None else 0)
+        self._renderings[key] = held
+        while self._rendered_tasks > self.size and len(self._renderings) > 1:  # the least recent go
+            self._rendered_tasks -= len(self._renderings.pop(next(iter(self._renderings))).rendered.cronjobs)
 
     def __len__(self) -> int:
         return len(self._held)
+
+
+def _keep(kept: dict[Any, Any], key: Any, value: Any, size: int) -> None:
+    """``value`` kept under ``key`` as the most recent (None: dropped), the least recent going past ``size``."""
+    kept.pop(key, None)
+    if value is None:
+        return
+    kept[key] = value
+    if len(kept) > size:
+        del kept[next(iter(kept))]
+
+
+@dataclass
+class _Rendering:
+    """What render made of an AppSchedule and what it read (its metadata but the resourceVersion, its spec, the
+    Deployment's view, the calendars' blackouts), the task CronJobs stamped from it (cronjobs.with_hash: the manifest
+    as planned, its stamped copy) and the CronJobs last found in sync with one of those (by name: the stamped
+    manifest, and the metadata and spec of the CronJob's view). Each is reused only for inputs equal to those it was
+    made from (views are replaced when their object changes, and their strings are shared: mostly identity)."""
+
+    inputs: tuple[Any, ...]
+    rendered: Rendered
+    stamped: dict[str, tuple[Manifest, Manifest]] = field(default_factory=dict)
+    synced: dict[str, tuple[Manifest, Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=dict)
+
+    def stamp(self, task: str, manifest: Manifest) -> Manifest:
+        kept = self.stamped.get(task)
+        if kept is not None and (kept[0] is manifest or kept[0] == manifest):
+            return kept[1]
+        stamped = cronjobs.with_hash(manifest)
+        self.stamped[task] = (manifest, stamped)
+        return stamped
+
+    def in_sync(self, manifest: Manifest, held: CronJobView | None) -> bool:
+        """cronjobs.in_sync of a stamped manifest and the CronJob of its name, if any."""
+        if held is None:
+            return False
+        name = str(manifest["metadata"]["name"])
+        kept = self.synced.get(name)
+        if kept is not None and kept[0] is manifest and kept[1] == held.metadata and kept[2] == held.spec:
+            return True
+        if not cronjobs.in_sync(manifest, held.as_object()):
+            self.synced.pop(name, None)
+            return False
+        self.synced[name] = (manifest, held.metadata, held.spec)
+        return True
+
+
+def _render(
+    appschedule: Mapping[str, Any], deployment: DeploymentView, calendars: list[Blackout], quiets: Quiets | None
+) -> tuple[Rendered, _Rendering]:
+    """render(), or the rendering kept for the same inputs (render reads nothing else)."""
+    meta = {k: v for k, v in appschedule["metadata"].items() if k != "resourceVersion"}
+    inputs = (meta, appschedule["spec"], deployment, calendars)
+    key = (str(meta.get("namespace")), str(meta.get("name")))
+    held = quiets.rendering(key) if quiets is not None else None
+    if held is not None and held.inputs == inputs:
+        if quiets is not None:
+            quiets.renderings_reused += 1
+        return held.rendered, held
+    held = _Rendering(inputs, render(appschedule, deployment.as_object(), calendars))
+    if quiets is not None:
+        quiets.keep_rendering(key, held)
+    return held.rendered, held
 
 
 def still(planned: World, decided: Plan, at: datetime, world: World, now: datetime) -> bool:
@@ -175,8 +254,9 @@ def plan(
         wanted = (spec.get("deploymentRef") or {}).get("container") or "app"
         placeholder = {"spec": {"template": {"spec": {"containers": [{"name": wanted, "image": "-"}]}}}}
         rendered = render(appschedule, placeholder)  # only for the tasks' own errors
+        rendering = _Rendering((), rendered)
     else:
-        rendered = render(appschedule, world.deployment.as_object(), _calendars(world, errors))
+        rendered, rendering = _render(appschedule, world.deployment, _calendars(world, errors), quiets)
     errors.extend(rendered.errors)
     pauses, unreadable = _pauses(world, rendered)
 
@@ -191,7 +271,7 @@ def plan(
     result = Plan()
     if world.deployment is not None:
         desired = {
-            task: cronjobs.with_hash(_suspended(manifest) if task in pauses else _blacked_out(manifest, now, result))
+            task: rendering.stamp(task, _suspended(manifest) if task in pauses else _blacked_out(manifest, now, result))
             for task, manifest in rendered.cronjobs.items()
             if task not in conflicts and task not in rejected and task not in failed
         }
@@ -200,8 +280,10 @@ def plan(
         if not step.make:
             del desired[task]
     parts = [p for m in desired.values() for p in cronjobs.parts_of(m)]  # a task's schedules after the first
-    existing = {n: c.as_object() for n, c in world.cronjobs.items()}
-    result.apply = cronjobs.to_apply([*desired.values(), *parts], existing)
+    result.apply = [m for m in desired.values() if not rendering.in_sync(m, world.cronjobs.get(m["metadata"]["name"]))]
+    existing = {str(m["metadata"]["name"]): world.cronjobs[m["metadata"]["name"]].as_object() for m in parts
+                if m["metadata"]["name"] in world.cronjobs}  # fmt: skip
+    result.apply += cronjobs.to_apply(parts, existing)
     if world.deployment is not None and rendered.spec is not None and not any(e.task is None for e in rendered.errors):
         keep = {str(m["metadata"]["name"]) for m in [*desired.values(), *parts]}
         kept = {t for t in [*(e.task for e in errors if e.task), *rejected, *failed] if t}

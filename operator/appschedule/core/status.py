@@ -8,7 +8,7 @@ run *that CronJob* makes, also while its spec is invalid or its update was refus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -104,9 +104,12 @@ def next_run(cronjob_spec: Mapping[str, Any], now: datetime) -> datetime | None:
     return blackout.next_allowed(schedule, windows, now) if windows else next_fire(schedule, now)
 
 
-def _old_tasks(old: Mapping[str, Any]) -> dict[str, TaskStatus]:
+def _old_tasks(old: Mapping[str, Any], skip: Container[str] = ()) -> dict[str, TaskStatus]:
+    """The tasks' entries of the status as it was, but those named in ``skip`` (their new entries are known)."""
     kept = {}
     for entry in old.get("tasks") or []:
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str) and entry["name"] in skip:
+            continue  # (a name written by hand can be anything: a list is no key)
         try:
             task = TaskStatus.model_validate(entry)
         except ValidationError:
@@ -132,7 +135,7 @@ def build(
 ) -> dict[str, Any]:
     """The whole status. ``ledgers`` are the tasks' entries as the ledger advanced them; a task the
     ledger did not look at keeps its ledger fields as they were."""
-    previous = {**_old_tasks(old), **(ledgers or {})}
+    previous = {**_old_tasks(old, skip=ledgers or {}), **(ledgers or {})}
     tasks = []
     upcoming = []
     for name in list(dict.fromkeys(task_names))[:STATUS_TASKS_MAX]:  # declared first: the schema's bound

@@ -252,6 +252,7 @@ class Controller:
             "active": len(self.queue.active),
             "reconciles": self.reconciles,
             "quiet_steps_reused": self.quiets.hits,
+            "renderings_reused": self.quiets.renderings_reused,
             "woken_by": dict(self.woken_by),
             "status_deferred": self.deferred,
             "status_written_held": self.written_held,
