@@ -99,3 +99,45 @@ def test_the_renderings_kept_stay_within_their_bound(deployment: dict[str, Any])
     body["metadata"]["name"] = "d"
     plan(world_of(body, deployment), START, quiets=quiets)
     assert quiets.rendering(("shop", "c")) is None  # the least recent: b was looked up after it
+
+
+def test_renderings_of_invalid_specs_count_in_the_bound(deployment: dict[str, Any]) -> None:
+    """A rendering with no CronJob (its container does not exist) still keeps its inputs: it counts as one."""
+    quiets = Quiets(size=8)
+    _, deployment, _, _, _ = night.night(deployment, START)
+    for i in range(40):
+        body = night.appschedule({})
+        body["metadata"]["name"] = f"s{i}"
+        body["spec"]["deploymentRef"]["container"] = "nope"
+        plan(world_of(body, deployment), START, quiets=quiets)
+    assert sum(quiets.rendering(("shop", f"s{i}")) is not None for i in range(40)) == 8
+
+
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list inside ``value``, itself included."""
+    found: list[Any] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            found.append(item)
+            stack.extend(item)
+    return found
+
+
+def test_a_plans_manifests_share_nothing_with_the_views(deployment: dict[str, Any]) -> None:
+    """The shell may hand a plan's manifests on, and plans reuse them: no dict or list in them is one of the views'
+    (the Deployment's template with its securityContext, envFrom, volumeMounts, resources, volumes; the spec)."""
+    _, deployment, _, _, _ = night.night(deployment, START)
+    quiets = Quiets()
+    world = world_of(night.appschedule({}), deployment)
+    for _ in range(2):  # rendered, then kept
+        decided = plan(world, START, quiets=quiets)
+        assert world.deployment is not None
+        made = {id(c) for c in _containers(decided.apply) + _containers(decided.create)}
+        views = [world.deployment.template, world.deployment.selector, world.appschedule.spec, world.appschedule.status]
+        held = {id(c) for view in views for c in _containers(view)}
+        assert len(decided.apply) == 3 and not made & held

@@ -134,7 +134,8 @@ def _between(day: date, start: int, end: int, zone: ZoneInfo) -> list[tuple[date
 
 def _where(first: datetime, last: datetime, offset: timedelta, zone: ZoneInfo) -> list[tuple[datetime, datetime]]:
     """The part of [first, last) where ``zone`` is at ``offset`` (a span of a day or so holds at most one change of
-    offset: found to the second by halving)."""
+    offset: found to the second by halving). A zone whose offset changed and changed back within a day would be
+    read as unchanged: in the tz database of 1900 to 2037 no two changes of a zone are under four days apart."""
     if last <= first:
         return []
     at_first, at_last = _offset(first, zone) == offset, _offset(last - ONE, zone) == offset

@@ -128,10 +128,10 @@ class Quiets:
 
     def keep_rendering(self, key: tuple[str, str], held: _Rendering) -> None:
         old = self._renderings.pop(key, None)
-        self._rendered_tasks += len(held.rendered.cronjobs) - (len(old.rendered.cronjobs) if old is not None else 0)
+        self._rendered_tasks += held.weight - (old.weight if old is not None else 0)
         self._renderings[key] = held
         while self._rendered_tasks > self.size and len(self._renderings) > 1:  # the least recent go
-            self._rendered_tasks -= len(self._renderings.pop(next(iter(self._renderings))).rendered.cronjobs)
+            self._rendered_tasks -= self._renderings.pop(next(iter(self._renderings))).weight
 
     def __len__(self) -> int:
         return len(self._held)
@@ -159,6 +159,12 @@ class _Rendering:
     rendered: Rendered
     stamped: dict[str, tuple[Manifest, Manifest]] = field(default_factory=dict)
     synced: dict[str, tuple[Manifest, Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def weight(self) -> int:
+        """What it counts for in the bound: its tasks' CronJobs, and one when it has none (an invalid spec still
+        keeps its inputs)."""
+        return max(1, len(self.rendered.cronjobs))
 
     def stamp(self, task: str, manifest: Manifest) -> Manifest:
         kept = self.stamped.get(task)

@@ -329,7 +329,9 @@ def render(
     appschedule: Mapping[str, Any], deployment: Mapping[str, Any], calendars: Sequence[Blackout] = ()
 ) -> Rendered:
     """The CronJobs an AppSchedule means, given its Deployment (and the blackouts of the calendars it names),
-    plus what is wrong with it."""
+    plus what is wrong with it. The manifests share nothing with ``deployment`` (its template's pieces are copied):
+    plans hand them to the shell and reuse them (reconcile._Rendering), the watches' views keep the Deployment."""
+    deployment = json.loads(json.dumps(deployment))
     metadata = appschedule.get("metadata") or {}
     name = str(metadata.get("name") or "")
     raw_spec = appschedule.get("spec")
