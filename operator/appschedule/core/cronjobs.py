@@ -92,10 +92,6 @@ def in_sync(desired: Manifest, existing: Mapping[str, Any] | None) -> bool:
     )
 
 
-def to_apply(desired: Sequence[Manifest], existing: Mapping[str, Mapping[str, Any]]) -> list[Manifest]:
-    return [m for m in desired if not in_sync(m, existing.get(str(m["metadata"]["name"])))]
-
-
 def to_delete(ours: Sequence[str], keep: set[str]) -> list[str]:
     """Our CronJobs (controlled by this AppSchedule's uid) that no task needs any more."""
     return sorted(n for n in ours if n not in keep)

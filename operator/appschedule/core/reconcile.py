@@ -118,7 +118,12 @@ class Quiets:
         return held
 
     def put(self, key: tuple[str, str, str], held: _Quiet | None) -> None:
-        _keep(self._held, key, held, self.size)
+        self._held.pop(key, None)
+        if held is None:
+            return
+        self._held[key] = held
+        if len(self._held) > self.size:
+            del self._held[next(iter(self._held))]
 
     def rendering(self, key: tuple[str, str]) -> _Rendering | None:
         held = self._renderings.pop(key, None)
@@ -135,16 +140,6 @@ class Quiets:
 
     def __len__(self) -> int:
         return len(self._held)
-
-
-def _keep(kept: dict[Any, Any], key: Any, value: Any, size: int) -> None:
-    """``value`` kept under ``key`` as the most recent (None: dropped), the least recent going past ``size``."""
-    kept.pop(key, None)
-    if value is None:
-        return
-    kept[key] = value
-    if len(kept) > size:
-        del kept[next(iter(kept))]
 
 
 @dataclass
@@ -286,10 +281,9 @@ def plan(
         if not step.make:
             del desired[task]
     parts = [p for m in desired.values() for p in cronjobs.parts_of(m)]  # a task's schedules after the first
-    result.apply = [m for m in desired.values() if not rendering.in_sync(m, world.cronjobs.get(m["metadata"]["name"]))]
-    existing = {str(m["metadata"]["name"]): world.cronjobs[m["metadata"]["name"]].as_object() for m in parts
-                if m["metadata"]["name"] in world.cronjobs}  # fmt: skip
-    result.apply += cronjobs.to_apply(parts, existing)
+    result.apply = [
+        m for m in [*desired.values(), *parts] if not rendering.in_sync(m, world.cronjobs.get(m["metadata"]["name"]))
+    ]
     if world.deployment is not None and rendered.spec is not None and not any(e.task is None for e in rendered.errors):
         keep = {str(m["metadata"]["name"]) for m in [*desired.values(), *parts]}
         kept = {t for t in [*(e.task for e in errors if e.task), *rejected, *failed] if t}
